@@ -1,0 +1,88 @@
+"""Fact types not tied to one artefact: the runs being compared, and observations a person
+reports (answers to the engine's questions, results of experiments they ran)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from engine.facts.base import Bool, F, Fact, Int, Num, fact_type
+
+Role = Literal["baseline", "target", "baseline_rerun", "target_rerun"]
+
+
+@fact_type("run", collectors=("discovery",), identity=("role", "name"))
+class Run(Fact):
+    """One training run that takes part in the comparison, and what was found in it."""
+
+    role: Role = F("which side of the comparison this run is")
+    name: str = F("run name (folder name, or group name for grouped runs)", default="")
+    device: Literal["npu", "gpu", "cpu", "unknown"] = F("accelerator the run used", default="unknown")
+    framework: str = F("training framework detected from its log or scripts", default="unknown")
+    has_log: Bool = F("a training log was parsed", default=False)
+    has_dump: Bool = F("an msprobe-format dump was found", default=False)
+    has_compare: Bool = F("an msprobe compare result was found", default=False)
+    has_monitor: Bool = F("msprobe monitor output was found", default=False)
+    has_config: Bool = F("a launch script or config was found", default=False)
+    has_env: Bool = F("an environment listing was found", default=False)
+    grouped: Bool = F("the run folder holds several grouped runs (node groups)", default=False)
+    group_count: Int = F("number of grouped runs", unit="count", default=0)
+    steps: Int | None = F("last iteration logged", unit="steps")
+
+
+# Questions the engine may ask and people may answer (chat, `precdx ask`, --facts).
+# name -> (kind, English question, Chinese question)
+OBSERVATIONS: dict[str, tuple[str, str, str]] = {
+    "vanishes_with_launch_blocking": (
+        "bool", "Does the problem disappear when the target runs with ASCEND_LAUNCH_BLOCKING=1?",
+        "设置 ASCEND_LAUNCH_BLOCKING=1 后问题是否消失？"),
+    "vanishes_with_dump": (
+        "bool", "Does the problem disappear when the msprobe dump (or another hook tool) is attached?",
+        "挂上 msprobe dump（或其他 hook 工具）后问题是否消失？"),
+    "reproduces_on_rerun": (
+        "bool", "Does rerunning the same target job from the same checkpoint reproduce the same losses?",
+        "从同一 checkpoint 重跑目标任务，loss 能否复现？"),
+    "reproduces_with_determinism": (
+        "bool", "With seeds fixed and deterministic computing/communication on, do two target runs match bit for bit?",
+        "固定随机种子并开启确定性计算与通信后，两次目标运行是否逐位一致？"),
+    "stress_test_failed": (
+        "bool", "Did an accelerator stress test (e.g. ascend-dmi -dg / aicore stress) flag a card or node?",
+        "硬件压测（如 ascend-dmi 诊断）是否发现故障卡或节点？"),
+    "tied_to_specific_nodes": (
+        "bool", "Does the deviation follow specific nodes or cards when the job is placed on other machines?",
+        "更换机器后，异常是否跟随特定节点或卡？"),
+    "fp32_upcast_fixes": (
+        "bool", "Does running the suspect operator in fp32 (or on the CPU) bring the loss back in line?",
+        "将可疑算子升精度到 fp32（或放到 CPU 上）后 loss 是否恢复？"),
+    "small_ops_fix": (
+        "bool", "Does replacing the fused operator by its small-operator implementation fix the loss?",
+        "将融合算子替换为小算子实现后 loss 是否恢复？"),
+    "sgd_aligns": (
+        "bool", "With the optimizer swapped for plain SGD (or the optimizer step disabled), do the curves align?",
+        "将优化器换成 SGD（或关闭优化器更新）后曲线是否对齐？"),
+    "lr_zero_aligns": (
+        "bool", "With learning rate 0, do loss and grad norm stay aligned over ~1000 steps?",
+        "学习率设为 0 时，约 1000 步内 loss 与梯度范数是否对齐？"),
+    "kshift_off_fixes": (
+        "bool", "Does CLOSE_MATMUL_K_SHIFT=1 on the target bring the curves together?",
+        "目标侧设置 CLOSE_MATMUL_K_SHIFT=1 后曲线是否对齐？"),
+    "overlap_off_fixes": (
+        "bool", "Does dropping --overlap-param-gather / --overlap-grad-reduce fix the divergence?",
+        "去掉 --overlap-param-gather / --overlap-grad-reduce 后是否恢复？"),
+    "same_checkpoint": (
+        "bool", "Do both sides start from the same checkpoint (same weights file, same conversion)?",
+        "两侧是否从同一份权重（同一转换结果）启动？"),
+    "same_data_order": (
+        "bool", "Do both sides feed identical token batches at step 1 (checked by dump or print)?",
+        "第 1 步两侧输入的 token 是否完全一致（通过 dump 或打印确认）？"),
+    "downstream_metric_gap": (
+        "bool", "Is a downstream evaluation metric clearly worse on the target although training loss is close?",
+        "训练 loss 接近，但下游评测指标是否明显更差？"),
+}
+
+
+@fact_type("observation", collectors=("user",), identity=("name",))
+class Observation(Fact):
+    """Something a person checked and reported (an answer to a question the engine asked)."""
+
+    name: Literal[tuple(OBSERVATIONS)] = F("what was observed (see the observation catalogue)")  # type: ignore[valid-type]
+    value: Bool | None = F("yes/no answer")
+    number: Num | None = F("numeric answer, where the question asks for one")

@@ -1,0 +1,127 @@
+"""Strict, safe YAML loading for rules, kb entries and fact files.
+
+Safe-loader class only (no tags that build objects), duplicate keys rejected with file:line,
+alias expansion bounded (billion-laughs), and mappings that remember where each key stood so
+schema errors can point at a line.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from engine.errors import PrecdxError
+
+try:  # the C loader is ~6x faster; fall back silently when libyaml is absent
+    _Base = yaml.CSafeLoader  # type: ignore[attr-defined]
+except AttributeError:  # pragma: no cover
+    _Base = yaml.SafeLoader
+
+MAX_ALIASES = 200
+MAX_NODES = 1_000_000
+
+
+class LineDict(dict):
+    """A dict that knows the line of each key (1-based) and of itself."""
+
+    line: int | None = None
+    key_lines: dict
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.key_lines = {}
+
+
+class LineList(list):
+    line: int | None = None
+
+
+class _StrictLoader(_Base):  # type: ignore[misc, valid-type]
+    def __init__(self, stream: Any, path: str) -> None:
+        super().__init__(stream)
+        self._path = path
+        self._aliases = 0
+        self._nodes = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # count aliases: anchor bombs
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise PrecdxError(f"too many YAML aliases (> {MAX_ALIASES}); refusing a possible alias bomb",
+                                  path=self._path)
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise PrecdxError("YAML document too large", path=self._path)
+        return super().compose_node(parent, index)
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> LineDict:
+    loader.flatten_mapping(node)
+    out = LineDict()
+    out.line = node.start_mark.line + 1
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise PrecdxError("unhashable mapping key", path=loader._path, line=key_node.start_mark.line + 1) from None
+        if key in out:
+            raise PrecdxError(f"duplicate key {key!r} (first at line {out.key_lines[key]})",
+                              path=loader._path, line=key_node.start_mark.line + 1)
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.key_lines[key] = key_node.start_mark.line + 1
+    return out
+
+
+def _construct_sequence(loader: _StrictLoader, node: yaml.SequenceNode, deep: bool = False) -> LineList:
+    out = LineList(loader.construct_object(child, deep=True) for child in node.value)
+    out.line = node.start_mark.line + 1
+    return out
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def load_yaml_text(text: str, path: str) -> Any:
+    """Parse one YAML (or JSON) document strictly; every problem is a PrecdxError with file:line."""
+    loader = _StrictLoader(text, path)
+    try:
+        return loader.get_single_data()
+    except PrecdxError:
+        raise
+    except yaml.constructor.ConstructorError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else None
+        raise PrecdxError(f"YAML construct not allowed: {exc.problem}", path=path, line=line) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise PrecdxError(f"invalid YAML: {exc.problem or exc.context}", path=path, line=line) from None
+    except yaml.YAMLError as exc:
+        raise PrecdxError(f"invalid YAML: {exc}", path=path) from None
+    except RecursionError:
+        raise PrecdxError("YAML nested too deeply", path=path) from None
+    finally:
+        loader.dispose()
+
+
+def load_yaml_file(path: str) -> Any:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise PrecdxError("file not found", path=path) from None
+    except OSError as exc:
+        raise PrecdxError(f"cannot read: {exc.strerror}", path=path) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PrecdxError("not UTF-8 text (binary file?)", path=path) from None
+    return load_yaml_text(text, path)
+
+
+def line_of(obj: Any, key: Any = None) -> int | None:
+    """Line of a mapping key (or of the node itself) when the loader recorded it."""
+    if key is not None and isinstance(obj, LineDict):
+        return obj.key_lines.get(key, obj.line)
+    return getattr(obj, "line", None)
