@@ -1,0 +1,223 @@
+"""The knowledge base: one bilingual runbook entry (Meaning / Impact / Diagnosis / Mitigation)
+per failure mode, read from `kb/<area>/<id>.yaml` and validated into `KbEntry` models.
+
+The entries carry their own title, area, verdict and sources so an installed package needs
+nothing outside itself; a test keeps them in step with the canonical failure-mode list.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from engine.errors import PrecdxError
+from engine.yamlsafe import LineDict, LineList, line_of, load_yaml_file
+
+AREAS = ("verdict", "checklist", "determinism", "operator", "numerics", "optimizer", "nan",
+         "memory", "framework", "communication", "hardware", "tooling")
+Area = Literal["verdict", "checklist", "determinism", "operator", "numerics", "optimizer", "nan",
+               "memory", "framework", "communication", "hardware", "tooling"]
+Verdict = Literal["misaligned", "aligned", "tooling"]
+Confidence = Literal["high", "medium", "low"]
+LANGS = ("en", "zh")
+TEXT_FIELDS = ("title", "meaning", "impact", "diagnosis", "mitigation")
+
+# G3.1.1 (guide section), TDG (msprobe debugging guide), MSF (MindSpore Transformers guide),
+# TOOL (msprobe manuals), RD (other official docs), DK (domain knowledge).
+_SOURCE_TAG = re.compile(r"^(G\d+(\.\d+)*|TDG|MSF|TOOL|RD|DK)$")
+_ENTRY_ID = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class Text(BaseModel):
+    """One piece of user-facing text in English and Chinese; both are required."""
+
+    model_config = _STRICT
+    en: str = Field(min_length=1)
+    zh: str = Field(min_length=1)
+
+    def get(self, lang: str = "en") -> str:
+        if lang not in LANGS:
+            raise PrecdxError(f"unknown language {lang!r}; expected one of {', '.join(LANGS)}")
+        return self.en if lang == "en" else self.zh
+
+
+class Command(BaseModel):
+    """Something a person can run as written (env var, flag change, msprobe call, stress test)."""
+
+    model_config = _STRICT
+    command: str = Field(min_length=1)
+    why: Text
+
+
+class KbEntry(BaseModel):
+    """A failure mode's runbook entry."""
+
+    model_config = _STRICT
+
+    id: str
+    title: Text
+    area: Area
+    verdict: Verdict = "misaligned"
+    sources: list[str] = Field(min_length=1)
+    canonical: bool = True
+    confidence: Confidence
+    meaning: Text
+    impact: Text
+    diagnosis: Text
+    mitigation: Text
+    symptoms: list[Text] = Field(min_length=1)
+    commands: list[Command] = Field(default_factory=list)
+    references: list[str] = Field(min_length=1)
+    related: list[str] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        if not _ENTRY_ID.match(value):
+            raise ValueError("id must look like 'area.snake_case_name'")
+        return value
+
+    @field_validator("sources")
+    @classmethod
+    def _source_tags(cls, value: list[str]) -> list[str]:
+        bad = [tag for tag in value if not _SOURCE_TAG.match(tag)]
+        if bad:
+            raise ValueError(f"unknown source tag(s) {bad}; use G<section>, TDG, MSF, TOOL, RD or DK")
+        if len(set(value)) != len(value):
+            raise ValueError("source tags repeat")
+        return value
+
+    @field_validator("related")
+    @classmethod
+    def _related_unique(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("related ids repeat")
+        return value
+
+    @model_validator(mode="after")
+    def _consistency(self) -> "KbEntry":
+        if self.id in self.related:
+            raise ValueError("an entry cannot be related to itself")
+        if self.sources == ["DK"] and self.confidence != "low":
+            raise ValueError("an entry backed only by domain knowledge (DK) must have confidence: low")
+        return self
+
+    def text(self, field: str, lang: str = "en") -> str:
+        """The English or Chinese text of title/meaning/impact/diagnosis/mitigation."""
+        if field not in TEXT_FIELDS:
+            raise PrecdxError(f"unknown kb text field {field!r}; expected one of {', '.join(TEXT_FIELDS)}")
+        value: Text = getattr(self, field)
+        return value.get(lang)
+
+    def symptom_texts(self, lang: str = "en") -> list[str]:
+        return [s.get(lang) for s in self.symptoms]
+
+
+def find_kb_dir(package_dir: Path) -> Path:
+    """The kb directory for an `engine` package at `package_dir`: the wheel's `_pack/kb`
+    (pyproject force-includes kb there) or, in a checkout, `kb/` beside the package."""
+    for candidate in (package_dir / "_pack" / "kb", package_dir.parent / "kb"):
+        if candidate.is_dir():
+            return candidate
+    raise PrecdxError("knowledge base not found", path=str(package_dir.parent / "kb"),
+                      hint="expected kb/ beside the engine package or engine/_pack/kb in the install")
+
+
+def kb_dir() -> Path:
+    """The knowledge base this installation uses."""
+    return find_kb_dir(Path(__file__).resolve().parent)
+
+
+def _line_for(raw: Any, loc: tuple) -> int | None:
+    """Walk a validation error location through the loaded YAML to the closest known line."""
+    node, line = raw, line_of(raw)
+    for part in loc:
+        if isinstance(node, LineDict) and part in node:
+            line = line_of(node, part) or line
+            node = node[part]
+        elif isinstance(node, LineList) and isinstance(part, int) and 0 <= part < len(node):
+            child = node[part]
+            line = line_of(child) or line
+            node = child
+        else:
+            if isinstance(node, LineDict) and part in getattr(node, "key_lines", {}):
+                line = node.key_lines[part]
+            break
+    return line
+
+
+def _describe(err: dict) -> str:
+    where = ".".join(str(p) for p in err["loc"]) or "entry"
+    kind = err["type"]
+    if kind == "missing":
+        return f"missing required field '{where}'"
+    if kind == "extra_forbidden":
+        return f"unknown key '{where}'"
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{where}: {msg}"
+
+
+def load_entry(path: Path) -> KbEntry:
+    """Load and validate one entry file; every problem is a PrecdxError with file:line."""
+    raw = load_yaml_file(str(path))
+    if not isinstance(raw, dict):
+        raise PrecdxError("a kb entry must be a YAML mapping", path=str(path), line=line_of(raw))
+    try:
+        entry = KbEntry.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        more = len(exc.errors()) - 1
+        msg = _describe(first) + (f" (and {more} more problem(s))" if more else "")
+        raise PrecdxError(msg, path=str(path), line=_line_for(raw, first["loc"])) from None
+    if entry.id != path.stem:
+        raise PrecdxError(f"id {entry.id!r} does not match the file name {path.name!r}",
+                          path=str(path), line=line_of(raw, "id"))
+    if entry.area != path.parent.name:
+        raise PrecdxError(f"area {entry.area!r} does not match the folder {path.parent.name!r}",
+                          path=str(path), line=line_of(raw, "area"))
+    return entry
+
+
+@functools.lru_cache(maxsize=8)
+def _load_dir(directory: str) -> tuple[tuple[str, KbEntry], ...]:
+    root = Path(directory)
+    if not root.is_dir():
+        raise PrecdxError("knowledge base directory not found", path=directory)
+    entries: dict[str, KbEntry] = {}
+    origin: dict[str, Path] = {}
+    stray = sorted(p for p in root.glob("*.y*ml"))
+    if stray:
+        raise PrecdxError("kb entries belong in an area folder (kb/<area>/<id>.yaml)", path=str(stray[0]))
+    for path in sorted(root.glob("*/*.y*ml")):
+        if path.suffix not in (".yaml", ".yml"):
+            continue
+        entry = load_entry(path)
+        if entry.id in entries:
+            raise PrecdxError(f"duplicate kb id {entry.id!r} (also in {origin[entry.id]})", path=str(path))
+        entries[entry.id] = entry
+        origin[entry.id] = path
+    if not entries:
+        raise PrecdxError("knowledge base is empty", path=directory)
+    for kb_id, entry in entries.items():
+        for rel in entry.related:
+            if rel not in entries:
+                raw = load_yaml_file(str(origin[kb_id]))
+                raise PrecdxError(f"related id {rel!r} has no kb entry", path=str(origin[kb_id]),
+                                  line=line_of(raw, "related"))
+    return tuple(sorted(entries.items()))
+
+
+def load_kb(path: str | Path | None = None) -> dict[str, KbEntry]:
+    """All kb entries by id (cached per directory; entries are immutable)."""
+    directory = Path(path) if path is not None else kb_dir()
+    return dict(_load_dir(str(directory.resolve())))
+
+
+def clear_cache() -> None:
+    """Forget loaded knowledge bases (tests that rewrite a kb directory call this)."""
+    _load_dir.cache_clear()
