@@ -1,0 +1,20 @@
+"""Matchers: run a compiled rule pack over facts and return firings (rule id + bound facts).
+
+`compile_matcher(pack, engine="durable"|"python")` is the one entry point; both back ends
+implement `Matcher.run(facts) -> list[Firing]` over the same IR and must agree exactly.
+"""
+from __future__ import annotations
+
+from engine.matching.base import Firing, Matcher  # noqa: F401
+
+ENGINES = ("durable", "python")
+
+
+def compile_matcher(pack, engine: str = "durable") -> Matcher:
+    if engine == "python":
+        from engine.matching.python_engine import PythonMatcher
+        return PythonMatcher(pack)
+    if engine == "durable":
+        from engine.matching.durable_engine import DurableMatcher
+        return DurableMatcher(pack)
+    raise ValueError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")

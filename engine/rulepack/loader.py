@@ -1,0 +1,112 @@
+"""Load rule files (`rules/**/*.yaml`, test files `*.test.yaml` excluded) into validated
+`Rule` models, with file:line on every problem. A file holds one rule (a mapping) or several
+(`rules: [...]`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine.errors import PrecdxError, Warnings
+from engine.paths import rules_dir
+from engine.rulepack.schema import SCHEMA_VERSION, Rule
+from engine.yamlsafe import LineDict, LineList, line_of, load_yaml_file
+
+
+@dataclass(frozen=True)
+class LoadedRule:
+    rule: Rule
+    path: str
+    line: int | None
+
+
+def _locate(doc: Any, loc: tuple) -> int | None:
+    """Walk a pydantic error location through the line-aware YAML tree to the nearest line."""
+    node, best = doc, line_of(doc)
+    for part in loc:
+        if isinstance(node, LineDict):
+            key = "as" if part == "alias" and "as" in node else part
+            if key in node:
+                best = node.key_lines.get(key, best)
+                node = node[key]
+                continue
+            return best
+        if isinstance(node, LineList) and isinstance(part, int) and part < len(node):
+            node = node[part]
+            best = line_of(node) or best
+            continue
+        return best
+    return best
+
+
+def parse_rule(doc: Any, path: str) -> Rule:
+    if not isinstance(doc, dict):
+        raise PrecdxError("a rule must be a mapping", path=path, line=line_of(doc))
+    version = doc.get("schema_version")
+    try:
+        return Rule.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        where = ".".join(str(x) for x in loc) or "rule"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key {loc[-1]!r}"
+        extra = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        rid = doc.get("id", "?")
+        raise PrecdxError(f"rule {rid}: {where}: {msg}{extra}", path=path, line=_locate(doc, loc),
+                          hint=None if version == SCHEMA_VERSION else f"schema_version is {version!r}") from None
+
+
+def load_rule_file(path: Path) -> list[LoadedRule]:
+    doc = load_yaml_file(str(path))
+    if doc is None:
+        return []
+    if isinstance(doc, dict) and "rules" in doc and "id" not in doc:
+        extra = set(doc) - {"rules"}
+        if extra:
+            raise PrecdxError(f"unknown top-level key(s) {sorted(extra)}", path=str(path),
+                              line=line_of(doc, sorted(extra)[0]))
+        items = doc["rules"]
+        if not isinstance(items, list):
+            raise PrecdxError("'rules' must be a list", path=str(path), line=line_of(doc, "rules"))
+    else:
+        items = [doc]
+    return [LoadedRule(parse_rule(item, str(path)), str(path), line_of(item)) for item in items]
+
+
+def rule_files(root: Path | None = None) -> list[Path]:
+    root = Path(root) if root else rules_dir()
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise PrecdxError("rule directory not found", path=str(root))
+    return sorted(p for p in root.rglob("*.yaml") if not p.name.endswith(".test.yaml"))
+
+
+def load_rules(root: Path | None = None, *, warnings: Warnings | None = None,
+               tolerant: bool = False) -> list[LoadedRule]:
+    """Load every rule below `root`. Duplicate ids are an error. With `tolerant=True` (the
+    runtime), a rule of another schema_version is skipped with a warning instead."""
+    loaded: list[LoadedRule] = []
+    seen: dict[str, LoadedRule] = {}
+    for path in rule_files(root):
+        try:
+            batch = load_rule_file(path)
+        except PrecdxError as exc:
+            if tolerant and warnings is not None and "schema_version" in exc.message:
+                warnings.add(f"rule skipped: {exc.message}", path=exc.path, line=exc.line)
+                continue
+            raise
+        for lr in batch:
+            names = [lr.rule.id, *lr.rule.aliases]
+            for name in names:
+                if name in seen:
+                    prior = seen[name]
+                    raise PrecdxError(f"duplicate rule id {name!r} (also at {prior.path}:{prior.line})",
+                                      path=lr.path, line=lr.line)
+                seen[name] = lr
+            loaded.append(lr)
+    return loaded
