@@ -2,7 +2,7 @@
 reports (answers to the engine's questions, results of experiments they ran)."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from engine.facts.base import Bool, F, Fact, Int, Num, fact_type
 
@@ -26,6 +26,10 @@ class Run(Fact):
     grouped: Bool = F("the run folder holds several grouped runs (node groups)", default=False)
     group_count: Int = F("number of grouped runs", unit="count", default=0)
     steps: Int | None = F("last iteration logged", unit="steps")
+    group: Optional[str] = F("group folder of a grouped run, e.g. group03")
+    host_count: Int = F("number of hosts listed in the run's hostfile", unit="count", default=0)
+    hosts: Optional[str] = F("hosts of the run (comma-separated, from hosts.txt)", match=False)
+    artefacts: Int = F("number of recognised artefacts", unit="count", default=0)
 
 
 # Questions the engine may ask and people may answer (chat, `precdx ask`, --facts).

@@ -1,0 +1,25 @@
+"""The line-parser contract every log format implements, so the reader can stream a file once
+through all of them. A parser sees only lines containing one of its `hints` (cheap substring
+prefilter) unless it is mid-record (`pending`), and returns what the line carried."""
+from __future__ import annotations
+
+from typing import Union
+
+from engine.collectors.logs.model import Event, Record
+
+Item = Union[Record, Event]
+
+
+class LineParser:
+    """Base: stateless by default. Subclasses set `name`, `hints` and implement `feed`."""
+
+    name: str = ""
+    hints: tuple[str, ...] = ()
+    pending: bool = False  # True while a multi-line record is being assembled
+
+    def feed(self, text: str, lineno: int) -> list[Item] | None:
+        raise NotImplementedError
+
+    def flush(self) -> list[Item]:
+        """Records still buffered at end of file."""
+        return []

@@ -1,0 +1,121 @@
+"""User-declared log formats: a YAML file describing lines of a trainer precdx does not know.
+
+The file (recognised by its top-level `precdx_log_formats` key; put it in the run folder or
+the case folder) looks like::
+
+    precdx_log_formats:
+      - name: mytrainer                 # framework name reported in facts
+        contains: "train_step"          # optional literal prefilter (speeds up big logs)
+        regex: 'train_step=(?P<step>\\d+) loss=(?P<loss>\\S+)(?: gnorm=(?P<grad_norm>\\S+))?'
+        kind: train                     # optional: train (default) or eval
+        windowed: false                 # optional: values are averages over the log interval
+        skipped_cumulative: false       # optional: `skipped` is a running total
+
+`regex` is a Python regular expression searched in each line; its named groups give the values.
+Known group names: step, loss, grad_norm, lr, loss_scale, skipped, nan_iters; any other named
+group is kept as an extra value (e.g. epoch). `step` is required. Values use the shared number
+grammar (NaN/Inf, `nan.0`, `1.2K`, `1,024`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.collectors.logs.formats.base import Item, LineParser
+from engine.collectors.logs.model import Record, parse_int, parse_num
+from engine.errors import PrecdxError
+from engine.yamlsafe import line_of, load_yaml_file
+
+TOP_KEY = "precdx_log_formats"
+KNOWN_GROUPS = {"step", "loss", "grad_norm", "lr", "loss_scale", "skipped", "nan_iters"}
+_ALLOWED_KEYS = {"name", "contains", "regex", "kind", "windowed", "skipped_cumulative"}
+
+
+@dataclass(frozen=True)
+class DeclaredFormat:
+    name: str
+    regex: re.Pattern
+    contains: str | None = None
+    kind: str = "train"
+    windowed: bool = False
+    skipped_cumulative: bool = False
+
+
+def load_declared_formats(path: str | Path) -> list[DeclaredFormat]:
+    """Read and validate a declared-format YAML; every mistake is a PrecdxError with file:line."""
+    where = str(path)
+    data = load_yaml_file(where)
+    if not isinstance(data, dict) or TOP_KEY not in data:
+        raise PrecdxError(f"not a log-format file: expected a top-level '{TOP_KEY}' list", path=where)
+    entries = data[TOP_KEY]
+    if not isinstance(entries, list) or not entries:
+        raise PrecdxError(f"'{TOP_KEY}' must be a non-empty list", path=where, line=line_of(data, TOP_KEY))
+    out = []
+    for entry in entries:
+        line = line_of(entry)
+        if not isinstance(entry, dict):
+            raise PrecdxError("each log format must be a mapping", path=where, line=line)
+        unknown = set(entry) - _ALLOWED_KEYS
+        if unknown:
+            raise PrecdxError(f"unknown key(s) {sorted(unknown)} (allowed: {sorted(_ALLOWED_KEYS)})",
+                              path=where, line=line)
+        name, pattern = entry.get("name"), entry.get("regex")
+        if not isinstance(name, str) or not name:
+            raise PrecdxError("a log format needs a 'name' (string)", path=where, line=line)
+        if not isinstance(pattern, str) or not pattern:
+            raise PrecdxError(f"log format {name!r} needs a 'regex' (string)", path=where, line=line)
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise PrecdxError(f"log format {name!r}: invalid regex: {exc}", path=where,
+                              line=line_of(entry, "regex")) from None
+        if "step" not in regex.groupindex:
+            raise PrecdxError(f"log format {name!r}: the regex needs a named group 'step'", path=where,
+                              line=line_of(entry, "regex"))
+        kind = entry.get("kind", "train")
+        if kind not in ("train", "eval"):
+            raise PrecdxError(f"log format {name!r}: kind must be train or eval", path=where,
+                              line=line_of(entry, "kind"))
+        contains = entry.get("contains")
+        if contains is not None and not isinstance(contains, str):
+            raise PrecdxError(f"log format {name!r}: 'contains' must be a string", path=where,
+                              line=line_of(entry, "contains"))
+        flags = {}
+        for key in ("windowed", "skipped_cumulative"):
+            value = entry.get(key, False)
+            if not isinstance(value, bool):
+                raise PrecdxError(f"log format {name!r}: '{key}' must be true or false", path=where,
+                                  line=line_of(entry, key))
+            flags[key] = value
+        out.append(DeclaredFormat(name=name, regex=regex, contains=contains, kind=kind, **flags))
+    return out
+
+
+class DeclaredParser(LineParser):
+    """Runs one declared format over lines."""
+
+    def __init__(self, fmt: DeclaredFormat) -> None:
+        self.fmt = fmt
+        self.name = fmt.name
+        self.hints = (fmt.contains,) if fmt.contains else ()
+
+    def feed(self, text: str, lineno: int) -> list[Item] | None:
+        m = self.fmt.regex.search(text)
+        if not m:
+            return None
+        groups = {k: v for k, v in m.groupdict().items() if v is not None}
+        step = parse_num(groups.get("step"))
+        if step is None:
+            return None
+        rec = Record(line=lineno, framework=self.name, kind=self.fmt.kind, step=step,
+                     loss=parse_num(groups.get("loss")), grad_norm=parse_num(groups.get("grad_norm")),
+                     lr=parse_num(groups.get("lr")), loss_scale=parse_num(groups.get("loss_scale")),
+                     skipped=parse_int(groups.get("skipped")), nan_iters=parse_int(groups.get("nan_iters")),
+                     skipped_cumulative=self.fmt.skipped_cumulative)
+        for key, raw in groups.items():
+            if key not in KNOWN_GROUPS:
+                value = parse_num(raw)
+                if value is not None:
+                    rec.extra[key] = value
+        return [rec]

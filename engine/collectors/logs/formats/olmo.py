@@ -1,0 +1,60 @@
+"""OLMo console records: a `[step=N/T,epoch=E]` header line followed by indented `name=value`
+lines (OLMo v1 `olmo.train` and OLMo-core `ConsoleLoggerCallback`). The record is attached to the
+header line and closed by the next non-indented line."""
+from __future__ import annotations
+
+import re
+
+from engine.collectors.logs.formats.base import Item, LineParser
+from engine.collectors.logs.model import Record, parse_num
+
+HEADER = re.compile(r"\[step=(\d+)/(?:\d+|\?\?\?),epoch=(\d+)")
+BODY = re.compile(r"^\s{2,}([^=]+?)=(\S+)\s*$")
+LOSS_KEYS = ("train/CE loss", "train/CrossEntropyLoss")
+GRAD_KEYS = ("optim/total grad norm", "optim/total_grad_norm")
+
+
+class OlmoParser(LineParser):
+    name = "olmo"
+    hints = ("[step=",)
+
+    def __init__(self) -> None:
+        self._rec: Record | None = None
+
+    def _close(self) -> list[Item]:
+        rec, self._rec = self._rec, None
+        self.pending = False
+        return [rec] if rec else []
+
+    def feed(self, text: str, lineno: int) -> list[Item] | None:
+        out: list[Item] = []
+        if self.pending:
+            m = BODY.match(text)
+            if m:
+                self._absorb(m.group(1).strip(), m.group(2))
+                return None
+            out.extend(self._close())
+        m = HEADER.search(text)
+        if m:
+            self._rec = Record(line=lineno, framework=self.name, step=int(m.group(1)), extra={"epoch": float(m.group(2))})
+            self.pending = True
+        return out or None
+
+    def _absorb(self, key: str, raw: str) -> None:
+        rec = self._rec
+        value = parse_num(raw)
+        if rec is None or value is None:
+            return
+        if key in LOSS_KEYS:
+            rec.loss = value
+        elif key in GRAD_KEYS:
+            rec.grad_norm = value
+        elif key.startswith("optim/LR"):
+            rec.lr = value
+        elif key == "optim/step skipped":
+            rec.skipped = int(value) if value == value else None
+        elif key == "spike/SpikeScore":
+            rec.extra["spike_score"] = value
+
+    def flush(self) -> list[Item]:
+        return self._close()

@@ -1,0 +1,87 @@
+"""What a log parser emits: one `Record` per physical line that carries iteration metrics, one
+`Event` per line that reports something happening (overflow, rerun verdict, traceback, ...), and
+the number grammar every format shares (NaN/Inf spellings, `nan.0`, SI suffixes, thousands commas).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+# The numeric token of log-formats.md, plus the spellings real logs add: NeMo's "nan.0",
+# nanotron's SI suffixes (4.71K), OLMo/torchtitan thousands separators (1,048,576).
+NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|NAN|inf|Inf|INF)(?:\.0)?"
+NUM_RE = re.compile(NUM)
+_SI = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_LEAD = re.compile(r"\s*(" + NUM + r")([KMGTP](?![A-Za-z]))?")
+
+
+def parse_num(text: str | None) -> float | None:
+    """The number a log printed, or None when `text` does not start with one.
+
+    NaN and Inf come back as float NaN/Inf (never dropped); "12,345" and "4.71K" are accepted.
+    """
+    if text is None:
+        return None
+    if "," in text and re.match(r"\s*\d{1,3}(?:,\d{3})+(?:\.\d+)?\s*$", text):
+        text = text.replace(",", "")
+    m = _LEAD.match(text)
+    if not m:
+        return None
+    token = m.group(1).lower()
+    if "nan" in token:
+        return math.nan
+    if "inf" in token:
+        return -math.inf if token.startswith("-") else math.inf
+    value = float(token)
+    if m.group(2):
+        value *= _SI[m.group(2)]
+    return value
+
+
+def parse_int(text: str | None) -> int | None:
+    value = parse_num(text)
+    if value is None or not math.isfinite(value):
+        return None
+    return int(value)
+
+
+@dataclass(slots=True)
+class Record:
+    """Metrics of one logged iteration (or one evaluation), exactly as printed.
+
+    `loss` is None when the line has no loss key; `loss_missing` says the framework drops the key
+    for non-finite values (Megatron `avg >= 0`), so absence there means NaN/Inf/negative.
+    `step` is the step as printed (None when the format prints none); `step_hint` is a step
+    inferred from context (tqdm counter) for formats without one.
+    """
+
+    line: int
+    framework: str
+    kind: str = "train"              # train | eval
+    step: float | None = None
+    step_hint: int | None = None
+    loss: float | None = None
+    loss_missing: bool = False
+    grad_norm: float | None = None
+    lr: float | None = None
+    loss_scale: float | None = None
+    skipped: int | None = None
+    skipped_cumulative: bool = False  # DeepSpeed prints a running total
+    nan_iters: int | None = None
+    window: int | None = None         # iterations averaged into this line, when known
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Event:
+    """Something a log line reports that is not a per-iteration metric."""
+
+    line: int
+    kind: str
+    step: int | None = None
+    node: str | None = None
+    attempted: float | None = None     # loss-scale overflow: scale that overflowed
+    reduced_to: float | None = None    # loss-scale overflow: new scale
+    hysteresis_to: int | None = None
+    message: str | None = None

@@ -1,0 +1,405 @@
+"""Run discovery: turns run folders (or a case folder) into a `Case` whose runs carry the
+artefacts every collector recognised by content, plus what was ignored and why; also the
+`run` facts and the `precdx inspect` view of a case.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from engine.collectors import all_collectors
+from engine.collectors.base import ROLE_ORDER, Artefact, Case, Collector, RunDir
+from engine.errors import PrecdxError, Warnings
+from engine.facts import Fact, make
+
+HEAD_BYTES = 64 * 1024
+# Files above this size are not sniffed: datasets, checkpoints and tensor dumps of this size are
+# never configs or logs we can use, and opening thousands of them is what makes discovery slow.
+MAX_SNIFF_BYTES = 2 * 1024 ** 3
+MAX_FILES_PER_RUN = 50_000
+MAX_DEPTH = 16
+# Folders that never hold run artefacts but can be huge.
+SKIP_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "node_modules", ".venv"}
+
+_GROUP_DIR = re.compile(r"^(group|grp|node_?group)[-_]?\d+$", re.IGNORECASE)
+_HOST_LINE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.:\-]*)(?:\s+slots\s*=\s*\d+|\s*:\s*\d+)?\s*$")
+
+
+def discover_case(case_dir: str | Path, *, warnings: Warnings | None = None,
+                  collectors: Sequence[Collector] | None = None) -> Case:
+    """A case folder: `baseline/`, `target/`, optional `target_rerun*/`, `baseline_rerun*/`."""
+    root = Path(case_dir)
+    if not root.exists():
+        raise PrecdxError("case folder does not exist", path=str(root))
+    if not root.is_dir():
+        raise PrecdxError("not a folder (expected a case folder holding baseline/ and target/)",
+                          path=str(root))
+    found: dict[str, list[Path]] = {r: [] for r in ROLE_ORDER}
+    for child in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()):
+        role = _role_of_folder(child.name)
+        if role:
+            found[role].append(child)
+    missing = [r for r in ("baseline", "target") if not found[r]]
+    if missing:
+        present = ", ".join(sorted(p.name for p in root.iterdir() if p.is_dir())) or "none"
+        raise PrecdxError(
+            f"not a case folder: no {' and no '.join(m + '/' for m in missing)} sub-folder",
+            path=str(root),
+            hint=f"sub-folders found: {present}; or pass --target DIR --baseline DIR")
+    if len(found["baseline"]) > 1 or len(found["target"]) > 1:
+        raise PrecdxError("more than one baseline or target folder", path=str(root))
+    case = discover_runs(target=found["target"][0], baseline=found["baseline"][0],
+                         target_reruns=found["target_rerun"], baseline_reruns=found["baseline_rerun"],
+                         warnings=warnings, collectors=collectors, _names_from_folders=True)
+    case.root = root
+    return case
+
+
+def discover_runs(*, target: str | Path, baseline: str | Path | None = None,
+                  target_reruns: Iterable[str | Path] = (), baseline_reruns: Iterable[str | Path] = (),
+                  warnings: Warnings | None = None, collectors: Sequence[Collector] | None = None,
+                  _names_from_folders: bool = False) -> Case:
+    """Runs given one by one (`precdx diagnose --target DIR --baseline DIR ...`)."""
+    warnings = warnings if warnings is not None else Warnings()
+    collectors = list(collectors) if collectors is not None else all_collectors()
+    specs: list[tuple[str, Path, str]] = []
+    for role, dirs in (("baseline", [baseline] if baseline is not None else []),
+                       ("target", [target]),
+                       ("baseline_rerun", list(baseline_reruns)),
+                       ("target_rerun", list(target_reruns))):
+        for i, d in enumerate(dirs):
+            path = Path(d)
+            name = path.name if _names_from_folders else (role if i == 0 else f"{role}{i + 1}")
+            specs.append((role, path, name))
+    seen: dict[Path, str] = {}
+    runs: list[RunDir] = []
+    for role, path, name in specs:
+        if not path.exists():
+            raise PrecdxError(f"{role} run folder does not exist", path=str(path))
+        if not path.is_dir():
+            raise PrecdxError(f"{role} run must be a folder", path=str(path))
+        real = path.resolve()
+        if real in seen:
+            raise PrecdxError(f"the same folder is given as {seen[real]} and as {role}", path=str(path))
+        seen[real] = role
+        runs.extend(_discover_run(role, name, path, collectors, warnings))
+    return Case(runs=runs)
+
+
+def _role_of_folder(name: str) -> str | None:
+    low = name.lower()
+    for role in ("target_rerun", "baseline_rerun"):
+        if low.startswith(role):
+            return role
+    if low in ("baseline", "target"):
+        return low
+    return None
+
+
+def _discover_run(role: str, name: str, root: Path, collectors: Sequence[Collector],
+                  warnings: Warnings) -> list[RunDir]:
+    groups = _group_dirs(root)
+    if not groups:
+        run = RunDir(role=role, name=name, root=root)
+        _scan(run, root, collectors, warnings)
+        run.hosts = _read_hosts(root, warnings)
+        _require_content(run)
+        return [run]
+    # Files next to the group folders (e.g. one shared pip_freeze.txt) belong to every group.
+    shared = RunDir(role=role, name=name, root=root)
+    _scan(shared, root, collectors, warnings, exclude={g.resolve() for g in groups})
+    runs = []
+    for g in groups:
+        run = RunDir(role=role, name=f"{name}/{g.name}", root=g, group=g.name)
+        _scan(run, g, collectors, warnings)
+        run.artefacts.extend(a for a in shared.artefacts if a not in run.artefacts)
+        run.ignored.extend(shared.ignored)
+        run.hosts = _read_hosts(g, warnings)
+        _require_content(run)
+        runs.append(run)
+    return runs
+
+
+def _group_dirs(root: Path) -> list[Path]:
+    """Sub-folders that are separate runs of the same job (node groups): named group* or
+    holding their own hostfile next to other run files."""
+    out = []
+    for child in sorted(root.iterdir()):
+        if not child.is_dir() or child.is_symlink():
+            continue
+        if _GROUP_DIR.match(child.name):
+            out.append(child)
+        elif (child / "hosts.txt").is_file() and any(
+                p.is_file() and p.name != "hosts.txt" for p in child.iterdir()):
+            out.append(child)
+    return out
+
+
+def _require_content(run: RunDir) -> None:
+    if not run.artefacts and not run.ignored:
+        raise PrecdxError(f"{run.role} run folder is empty", path=str(run.root))
+
+
+def _scan(run: RunDir, root: Path, collectors: Sequence[Collector], warnings: Warnings,
+          exclude: set[Path] | None = None) -> None:
+    real_root = root.resolve()
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        depth = len(here.relative_to(root).parts)
+        kept = []
+        for d in sorted(dirnames):
+            sub = here / d
+            if exclude and sub.resolve() in exclude:
+                continue
+            if d in SKIP_DIRS:
+                run.ignored.append((sub, "tool or cache folder, not searched"))
+            elif sub.is_symlink():
+                run.ignored.append((sub, "symlinked folder, not followed"))
+            elif depth + 1 > MAX_DEPTH:
+                run.ignored.append((sub, f"deeper than {MAX_DEPTH} levels, not searched"))
+            else:
+                kept.append(d)
+        dirnames[:] = kept
+        for fname in sorted(filenames):
+            path = here / fname
+            count += 1
+            if count > MAX_FILES_PER_RUN:
+                run.ignored.append((here, f"more than {MAX_FILES_PER_RUN} files in the run; "
+                                          "the rest was not searched"))
+                warnings.add(f"stopped after {MAX_FILES_PER_RUN} files", path=str(root))
+                return
+            _sniff_file(run, path, real_root, collectors, warnings)
+
+
+def _sniff_file(run: RunDir, path: Path, real_root: Path, collectors: Sequence[Collector],
+                warnings: Warnings) -> None:
+    if path.is_symlink():
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            run.ignored.append((path, "broken symlink"))
+            return
+        if real_root != target and real_root not in target.parents:
+            run.ignored.append((path, "symlink pointing outside the run folder, not followed"))
+            return
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        run.ignored.append((path, f"cannot stat: {exc.strerror or exc}"))
+        return
+    if not path.is_file():
+        run.ignored.append((path, "not a regular file"))
+        return
+    if size == 0:
+        run.ignored.append((path, "empty file"))
+        return
+    if size > MAX_SNIFF_BYTES:
+        run.ignored.append((path, f"too large to inspect ({size / 1024 ** 3:.1f} GiB)"))
+        return
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(HEAD_BYTES)
+    except OSError as exc:
+        run.ignored.append((path, f"cannot read: {exc.strerror or exc}"))
+        return
+    claimed: list[Artefact] = []
+    for collector in collectors:
+        try:
+            art = collector.sniff(path, head)
+        except Exception as exc:  # a sniffer tripping on odd bytes must not stop discovery
+            warnings.add(f"collector {getattr(collector, 'name', '?')} could not examine the file: "
+                         f"{type(exc).__name__}: {exc}", path=str(path))
+            continue
+        if art is not None:
+            claimed.append(art)
+    if claimed:
+        run.artefacts.extend(claimed)
+    else:
+        run.ignored.append((path, _why_unrecognised(path, head)))
+
+
+def _why_unrecognised(path: Path, head: bytes) -> str:
+    if b"\x00" in head[:4096]:
+        return "binary file of no known format"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # a multi-byte char cut at the 64 KiB edge is fine
+            return "not UTF-8 text and no known binary format"
+    return "text file whose content matches no known artefact format"
+
+
+def _read_hosts(root: Path, warnings: Warnings) -> list[str]:
+    """Hosts of a run from its hostfile (`HOST slots=N`, `HOST:N` or one host per line)."""
+    for name in ("hosts.txt", "hostfile", "hostfile.txt", "hosts"):
+        path = root / name
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_bytes()[:1024 * 1024].decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            warnings.add("hostfile is not readable UTF-8 text; hosts unknown", path=str(path))
+            return []
+        hosts: list[str] = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            m = _HOST_LINE.match(line)
+            if not m:
+                warnings.add("hostfile line is not 'HOST slots=N'; skipped", path=str(path), line=lineno)
+                continue
+            if m.group(1) not in hosts:
+                hosts.append(m.group(1))
+        return hosts
+    return []
+
+
+# --- run facts ---------------------------------------------------------------------------------
+
+_NPU_ENV = re.compile(rb"^(ASCEND_[A-Z_]*|HCCL_[A-Z_]*|NPU_[A-Z_]*)=", re.MULTILINE)
+_GPU_ENV = re.compile(rb"^(CUDA_VISIBLE_DEVICES|NVIDIA_[A-Z_]*|CUDA_HOME|CUDA_VERSION|NCCL_[A-Z_]*)=",
+                      re.MULTILINE)
+_NPU_PIP = re.compile(rb"^torch[-_]npu\b", re.MULTILINE | re.IGNORECASE)
+_GPU_PIP = re.compile(rb"^(nvidia-[a-z0-9-]+|torch==[^\s+]+\+cu\d+|cupy-cuda\w*)\b",
+                      re.MULTILINE | re.IGNORECASE)
+
+
+def guess_device(run: RunDir) -> str:
+    """npu / gpu from the env listing and installed packages; unknown when nothing tells."""
+    npu = gpu = 0
+    for art in run.artefacts:
+        if art.kind not in ("env", "pip"):
+            continue
+        head = _head(art.path)
+        if art.kind == "env":
+            npu += len(_NPU_ENV.findall(head))
+            gpu += len(_GPU_ENV.findall(head))
+        else:
+            npu += 5 * len(_NPU_PIP.findall(head))
+            gpu += len(_GPU_PIP.findall(head))
+    if npu == gpu:
+        return "unknown"
+    return "npu" if npu > gpu else "gpu"
+
+
+def _head(path: Path, size: int = 1024 * 1024) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(size)
+    except OSError:
+        return b""
+
+
+def _has(run: RunDir, *prefixes: str) -> bool:
+    return any(a.kind == p or a.kind.startswith(p + ".") or a.kind.startswith(p + "_")
+               for a in run.artefacts for p in prefixes)
+
+
+def run_facts(case: Case) -> list[Fact]:
+    """One `run` fact per RunDir: role, device, framework and which kinds of evidence exist."""
+    from engine.collectors.checklist.frameworks import detect_framework  # checklist owns this
+    out = []
+    groups_per_role: dict[str, int] = {}
+    for run in case.runs:
+        if run.group:
+            groups_per_role[run.role] = groups_per_role.get(run.role, 0) + 1
+    for run in case.runs:
+        grouped = run.group is not None
+        out.append(make(
+            "run", role=run.role, name=run.name, device=guess_device(run),
+            framework=detect_framework(run),
+            has_log=_has(run, "log"),
+            has_dump=_has(run, "msprobe.dump"),
+            has_compare=_has(run, "msprobe.compare"),
+            has_monitor=_has(run, "msprobe.monitor"),
+            has_config=_has(run, "config"),
+            has_env=_has(run, "env"),
+            grouped=grouped, group_count=groups_per_role.get(run.role, 0) if grouped else 0,
+            group=run.group, host_count=len(run.hosts),
+            hosts=",".join(run.hosts) or None, artefacts=len(run.artefacts),
+            source=str(run.root)))
+    return out
+
+
+# --- inspect -----------------------------------------------------------------------------------
+
+def inspect_case(case: Case) -> dict[str, Any]:
+    """What discovery found: per run, each recognised artefact (kind, detail, which collector
+    area) and each ignored file with the reason."""
+    runs = []
+    for run in case.runs:
+        base = run.root
+        runs.append({
+            "role": run.role,
+            "name": run.name,
+            "root": str(run.root),
+            "group": run.group,
+            "hosts": list(run.hosts),
+            "device": guess_device(run),
+            "recognised": [{"path": _rel(a.path, base), "kind": a.kind, "detail": a.detail}
+                           for a in run.artefacts],
+            "ignored": [{"path": _rel(p, base), "reason": why} for p, why in run.ignored],
+        })
+    return {"root": str(case.root) if case.root else None, "runs": runs}
+
+
+def _rel(path: Path, base: Path) -> str:
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def render_inspect_text(report: dict[str, Any], *, max_ignored: int = 20) -> str:
+    """Plain-text rendering of `inspect_case` for the terminal."""
+    lines = []
+    if report.get("root"):
+        lines.append(f"case {report['root']}")
+    for run in report["runs"]:
+        head = f"{run['name']} ({run['role']}, device {run['device']})  {run['root']}"
+        if run["hosts"]:
+            head += f"  hosts: {', '.join(run['hosts'])}"
+        lines.append(head)
+        if not run["recognised"]:
+            lines.append("  recognised: nothing")
+        for art in _collapse(run["recognised"]):
+            detail = f" [{art['detail']}]" if art.get("detail") else ""
+            lines.append(f"  + {art['path']}: {art['kind']}{detail}")
+        ignored = _collapse_ignored(run["ignored"])
+        for item in ignored[:max_ignored]:
+            lines.append(f"  - {item['path']}: ignored, {item['reason']}")
+        if len(ignored) > max_ignored:
+            lines.append(f"  - ... {len(ignored) - max_ignored} more ignored")
+    return "\n".join(lines) + "\n"
+
+
+def _collapse(arts: list[dict]) -> list[dict]:
+    """Many files of one kind in one folder (dump ranks, monitor CSVs) shown as one line."""
+    by_dir: dict[tuple[str, str, str], list[str]] = {}
+    for a in arts:
+        parent = str(Path(a["path"]).parent)
+        by_dir.setdefault((parent, a["kind"], a.get("detail", "")), []).append(a["path"])
+    out = []
+    for (parent, kind, detail), paths in by_dir.items():
+        if len(paths) > 3:
+            out.append({"path": f"{parent}/ ({len(paths)} files)", "kind": kind, "detail": detail})
+        else:
+            out.extend({"path": p, "kind": kind, "detail": detail} for p in paths)
+    return out
+
+
+def _collapse_ignored(items: list[dict]) -> list[dict]:
+    by_dir: dict[tuple[str, str], list[str]] = {}
+    for it in items:
+        by_dir.setdefault((str(Path(it["path"]).parent), it["reason"]), []).append(it["path"])
+    out = []
+    for (parent, reason), paths in by_dir.items():
+        if len(paths) > 3:
+            out.append({"path": f"{parent}/ ({len(paths)} files)", "reason": reason})
+        else:
+            out.extend({"path": p, "reason": reason} for p in paths)
+    return out
