@@ -1,0 +1,31 @@
+# Two entry points (see README): `make demo` and `make test`. Both set up .venv first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.precdx-installed
+
+.PHONY: setup demo test audit bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# CPU build of torch (a bare `torch` requirement would pull a multi-GB CUDA build)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[serve,test]'
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/precdx demo
+
+test: setup
+	$(BIN)/python -m pytest
+	$(BIN)/precdx rules lint
+	$(BIN)/precdx audit --fail-under 100
+
+bench: setup
+	for b in bench/*; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info precdx-demo
