@@ -18,5 +18,5 @@ WINDOWED = {"megatron", "mindspeed-llm", "megatron-deepspeed", "hf_trainer", "hf
 
 def builtin_parsers() -> list[LineParser]:
     """Fresh parser instances (some keep per-file state)."""
-    return [EventParser(), MegatronParser(), NanotronParser(), DeepSpeedParser(), HfDictParser(),
-            TorchtitanParser(), NemoParser(), OlmoParser(), MmengineParser(), NanoGptParser(), VeomniParser()]
+    return [EventParser(), NemoParser(), MegatronParser(), NanotronParser(), DeepSpeedParser(), HfDictParser(),
+            TorchtitanParser(), OlmoParser(), MmengineParser(), NanoGptParser(), VeomniParser()]

@@ -1,0 +1,105 @@
+"""Streams one log file through the format parsers in bounded memory: binary-safe decoding,
+capped line length, one pass, items handed on as they are found (never a list of all lines)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from engine.collectors.logs.formats import Item, LineParser, builtin_parsers
+from engine.collectors.logs.model import Record
+
+MAX_LINE = 1 << 20          # longer "lines" are binary garbage or a missing newline; cut them
+BINARY_SNIFF = 64 * 1024
+
+
+@dataclass
+class ReadStats:
+    """What the reader saw besides the items: for warnings and provenance."""
+
+    path: str
+    lines: int = 0
+    bytes: int = 0
+    binary: bool = False
+    truncated_last_line: bool = False
+    cut_lines: int = 0
+    frameworks: dict[str, int] = field(default_factory=dict)  # records per framework
+
+
+def looks_binary(head: bytes) -> bool:
+    """NUL bytes or mostly undecodable bytes: not a text log."""
+    if not head:
+        return False
+    if b"\x00" in head[:BINARY_SNIFF]:
+        return True
+    sample = head[:BINARY_SNIFF]
+    bad = len(sample) - len(sample.decode("utf-8", errors="ignore").encode("utf-8"))
+    return bad > len(sample) // 10
+
+
+def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
+                first_line: int = 1) -> Iterator[Item]:
+    """Run parsers over text lines (no newline needed). One metric record per line at most:
+    the first parser that yields one owns the line; events from every parser are kept."""
+    parsers = parsers if parsers is not None else builtin_parsers()
+    always = [p for p in parsers if not p.hints]
+    hinted = [(p, p.hints) for p in parsers if p.hints]
+    lineno = first_line - 1
+    for lineno, text in enumerate(lines, first_line):
+        claimed = False
+        for p in always:
+            got = p.feed(text, lineno)
+            if got:
+                yield from got
+        for p, hints in hinted:
+            if not p.pending:
+                for h in hints:
+                    if h in text:
+                        break
+                else:
+                    continue
+            got = p.feed(text, lineno)
+            if not got:
+                continue
+            for item in got:
+                if isinstance(item, Record) and item.line == lineno:
+                    if claimed:
+                        continue
+                    claimed = True
+                yield item
+    for p in parsers:
+        yield from p.flush()
+
+
+def _decoded_lines(fh, stats: ReadStats) -> Iterator[str]:
+    while True:
+        raw = fh.readline(MAX_LINE)
+        if not raw:
+            return
+        stats.bytes += len(raw)
+        if not raw.endswith(b"\n"):
+            if len(raw) >= MAX_LINE:
+                stats.cut_lines += 1
+                while True:  # drop the rest of an over-long line
+                    rest = fh.readline(MAX_LINE)
+                    stats.bytes += len(rest)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+            else:
+                stats.truncated_last_line = True
+        stats.lines += 1
+        yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def iter_log(path: Path, stats: ReadStats, parsers: list[LineParser] | None = None) -> Iterator[Item]:
+    """Items of one log file, streamed. Raises OSError if the file cannot be opened."""
+    with open(path, "rb") as fh:
+        head = fh.read(BINARY_SNIFF)
+        if looks_binary(head):
+            stats.binary = True
+            return
+        fh.seek(0)
+        for item in parse_lines(_decoded_lines(fh, stats), parsers):
+            if isinstance(item, Record):
+                stats.frameworks[item.framework] = stats.frameworks.get(item.framework, 0) + 1
+            yield item
