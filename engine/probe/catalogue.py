@@ -27,12 +27,20 @@ _TENSOR_SKIP = frozenset({
     "type", "share_memory_", "pin_memory", "map_", "apply_", "record_stream",
     "_is_view", "ndimension", "has_names", "refine_names", "rename", "rename_", "align_to",
     "dense_dim", "sparse_dim", "hash_tensor", "module_load", "cpu", "cuda", "ipu", "xpu",
+    # copies, views and allocations msprobe does not wrap either: keeping them out keeps the
+    # construct.json of both tools the same
+    "view", "contiguous", "detach", "detach_", "__getitem__", "clone", "new_zeros", "new_ones",
+    "new_empty", "new_full", "new_tensor", "zero_", "copy_",
 })
 
 _TORCH_SKIP = frozenset({
     "is_tensor", "is_storage", "is_complex", "is_floating_point", "is_nonzero", "numel",
     "is_same_size", "is_signed", "is_inference", "is_conj", "is_neg", "result_type",
     "can_cast", "promote_types", "get_device", "broadcast_shapes", "typename",
+    # random draws and plain allocations carry no computed value worth comparing
+    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm",
+    "zeros", "ones", "empty", "zeros_like", "ones_like", "empty_like", "empty_strided",
+    "tensor", "as_tensor", "from_numpy", "manual_seed", "seed",
 })
 
 # Shape, cast and creation ops: msprobe's default FOCUS level names them in construct.json only.
