@@ -105,7 +105,7 @@ def _discover_run(role: str, name: str, root: Path, collectors: Sequence[Collect
         run = RunDir(role=role, name=name, root=root)
         _scan(run, root, collectors, warnings)
         run.hosts = _read_hosts(root, warnings)
-        _require_content(run)
+        _require_content(run, warnings)
         return [run]
     # Files next to the group folders (e.g. one shared pip_freeze.txt) belong to every group.
     shared = RunDir(role=role, name=name, root=root)
@@ -117,7 +117,7 @@ def _discover_run(role: str, name: str, root: Path, collectors: Sequence[Collect
         run.artefacts.extend(a for a in shared.artefacts if a not in run.artefacts)
         run.ignored.extend(shared.ignored)
         run.hosts = _read_hosts(g, warnings)
-        _require_content(run)
+        _require_content(run, warnings)
         runs.append(run)
     return runs
 
@@ -137,9 +137,12 @@ def _group_dirs(root: Path) -> list[Path]:
     return out
 
 
-def _require_content(run: RunDir) -> None:
+def _require_content(run: RunDir, warnings: Warnings) -> None:
     if not run.artefacts and not run.ignored:
         raise PrecdxError(f"{run.role} run folder is empty", path=str(run.root))
+    if not run.artefacts:
+        warnings.add(f"nothing recognised in the {run.role} run ({len(run.ignored)} files ignored; "
+                     "see `precdx inspect`)", path=str(run.root))
 
 
 def _scan(run: RunDir, root: Path, collectors: Sequence[Collector], warnings: Warnings,

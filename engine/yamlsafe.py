@@ -6,6 +6,7 @@ schema errors can point at a line.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -37,6 +38,15 @@ class LineList(list):
 
 
 class _StrictLoader(_Base):  # type: ignore[misc, valid-type]
+    """Fast (C) strict loader."""
+
+    def __init__(self, stream: Any, path: str) -> None:
+        super().__init__(stream)
+        self._path = path
+
+
+class _CountingLoader(yaml.SafeLoader):
+    """Pure-Python strict loader that counts aliases and nodes while composing."""
     def __init__(self, stream: Any, path: str) -> None:
         super().__init__(stream)
         self._path = path
@@ -79,13 +89,22 @@ def _construct_sequence(loader: _StrictLoader, node: yaml.SequenceNode, deep: bo
     return out
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+for _cls in (_StrictLoader, _CountingLoader):
+    _cls.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    _cls.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+_ALIAS_TOKEN = re.compile(r"(?:^|[\s\[{,:-])\*[^\s,\]}]+")
 
 
 def load_yaml_text(text: str, path: str) -> Any:
     """Parse one YAML (or JSON) document strictly; every problem is a PrecdxError with file:line."""
-    loader = _StrictLoader(text, path)
+    if "\x00" in text:
+        raise PrecdxError("binary content (NUL bytes), not YAML/JSON text", path=path)
+    # The C composer does not call back into Python, so aliases are counted on the pure-Python
+    # composer whenever the text could hold more of them than allowed (alias bombs).
+    many_aliases = len(_ALIAS_TOKEN.findall(text)) > MAX_ALIASES
+    loader = (_CountingLoader if many_aliases else _StrictLoader)(text, path)
     try:
         return loader.get_single_data()
     except PrecdxError:
@@ -113,6 +132,8 @@ def load_yaml_file(path: str) -> Any:
         raise PrecdxError("file not found", path=path) from None
     except OSError as exc:
         raise PrecdxError(f"cannot read: {exc.strerror}", path=path) from None
+    if b"\x00" in raw:
+        raise PrecdxError("binary content (NUL bytes), not YAML text", path=path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -241,11 +241,12 @@ def make(ftype: str, **fields: Any) -> Fact:
 
 
 def match_dict(fact: Fact) -> dict[str, Any]:
-    """The flat dict a matcher sees: non-finite numbers become None plus a flag field."""
+    """The flat dict a matcher sees: None fields are omitted, non-finite numbers are omitted
+    and flagged with `<field>__nonfinite` ("nan", "inf", "-inf")."""
     out: dict[str, Any] = {"type": fact.type}
     for name, value in fact.content().items():
         if isinstance(value, float) and not math.isfinite(value):
-            out[name] = None
+            # omitted (missing => every comparison false) and flagged for `nonfinite` tests
             out[name + NONFINITE_SUFFIX] = _dump_num(value)
         elif value is not None:
             out[name] = value

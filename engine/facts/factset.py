@@ -98,6 +98,8 @@ def load_fact_files(paths: Iterable[str | Path]) -> FactSet:
             raise PrecdxError("facts file not found", path=str(path)) from None
         except OSError as exc:
             raise PrecdxError(f"cannot read facts file: {exc.strerror}", path=str(path)) from None
+        if b"\x00" in raw:
+            raise PrecdxError("facts file is binary (NUL bytes), not YAML/JSON; not UTF-8 text", path=str(path))
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:

@@ -8,7 +8,7 @@ Relative errors are plain ratios (0.5 = 50 %), never percentages.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from engine.facts.base import Bool, F, Fact, Int, Num, fact_type
 
@@ -71,13 +71,13 @@ class FirstDivergence(Fact):
         "operator producing it matched (a different tensor is fed in); weights: a parameter differs "
         "while the activations match; data_input: the model's input tokens/data already differ; "
         "unknown: the source (msprobe CSV) does not say")
-    reason: Reason | None = F(
+    reason: Optional[Reason] = F(
         "what differs: output_error (statistics), nonfinite (NaN/Inf only on this side), dtype, "
         "shape, scalar_arg (a non-tensor argument such as eps), md5, requires_grad, input_error")
-    dtype: str | None = F("dtype of the first output (or input) tensor on this run, e.g. torch.bfloat16")
-    dtype_against: str | None = F("dtype of the same tensor on the other run")
-    module: str | None = F("module path of the API from construct.json, e.g. decoder.layers.0.mlp", match=False)
-    code_line: str | None = F("user code line that called the API (from stack.json)", match=False)
+    dtype: Optional[str] = F("dtype of the first output (or input) tensor on this run, e.g. torch.bfloat16")
+    dtype_against: Optional[str] = F("dtype of the same tensor on the other run")
+    module: Optional[str] = F("module path of the API from construct.json, e.g. decoder.layers.0.mlp", match=False)
+    code_line: Optional[str] = F("user code line that called the API (from stack.json)", match=False)
     input_rel_err: Num | None = F("largest relative error over the API's inputs", unit="ratio")
     output_rel_err: Num | None = F("largest relative error over the API's outputs", unit="ratio")
     order_index: Int | None = F("position of the API in the dump's execution order (0-based)", unit="count")
@@ -130,8 +130,8 @@ class FirstNan(Fact):
         "dump did not capture; communication: a communication operator turns finite into non-finite "
         "(the data came from another rank)")
     value: Literal["nan", "inf", "mixed"] | None = F("what the non-finite statistics are")
-    module: str | None = F("module path from construct.json", match=False)
-    code_line: str | None = F("user code line from stack.json", match=False)
+    module: Optional[str] = F("module path from construct.json", match=False)
+    code_line: Optional[str] = F("user code line from stack.json", match=False)
     order_index: Int | None = F("position in the dump's execution order", unit="count")
     baseline_finite: Bool | None = F("the same API is finite in the baseline dump of the same step/rank")
     origin_rank: Int | None = F("rank where the Inf/NaN starts, judged across all ranks of the step")
@@ -157,8 +157,8 @@ class NondeterministicApi(Fact):
         "nondeterministic_op: identical inputs, different output (the operator is not reproducible); "
         "input_differs: the first difference is already in an input (data, weights or an operator the "
         "dump did not capture)")
-    module: str | None = F("module path from construct.json", match=False)
-    code_line: str | None = F("user code line from stack.json", match=False)
+    module: Optional[str] = F("module path from construct.json", match=False)
+    code_line: Optional[str] = F("user code line from stack.json", match=False)
     order_index: Int | None = F("position in the dump's execution order", unit="count")
 
 
@@ -188,7 +188,7 @@ class DumpStructureSummary(Fact):
     same_structure: Bool = F("both dumps call the same APIs and modules the same number of times")
     n_run_only: Int = F("distinct API/module names with extra calls in the run", unit="count")
     n_against_only: Int = F("distinct API/module names with extra calls in the other run", unit="count")
-    names: str | None = F("comma-separated names with extra calls (side-prefixed)", match=False)
+    names: Optional[str] = F("comma-separated names with extra calls (side-prefixed)", match=False)
 
 
 @fact_type("compare_result_summary", collectors=("msprobe",), identity=("run", "step", "rank", "file"))
@@ -208,7 +208,7 @@ class CompareResultSummary(Fact):
     n_warning: Int = F("APIs with a warning row and no error row", unit="count")
     n_unmatched: Int = F("rows without a bench counterpart (Bench Name N/A)", unit="count")
     n_nonfinite: Int = F("rows whose target statistics hold NaN/Inf", unit="count")
-    first_error_api: str | None = F("first API (in file order) labelled error", match=False)
+    first_error_api: Optional[str] = F("first API (in file order) labelled error", match=False)
 
 
 @fact_type("grad_monitor_compare", collectors=("msprobe",), identity=("run", "against", "metric"))
@@ -222,7 +222,7 @@ class GradMonitorCompare(Fact):
     n_steps: Int = F("steps present in both runs", unit="count")
     departs: Bool = F("some parameter departs from the baseline by more than the tolerance")
     first_step: Int | None = F("first step where a parameter departs", unit="steps")
-    param: str | None = F("the parameter that departs most from the common trend at that step")
+    param: Optional[str] = F("the parameter that departs most from the common trend at that step")
     param_family: Literal["embedding", "attention", "mlp", "norm", "output", "other"] | None = F(
         "what kind of parameter it is")
     ratio: Num | None = F("run / baseline value of that parameter at the first departing step", unit="ratio")
@@ -258,8 +258,8 @@ class ConfigCheckResult(Fact):
     section: str = F("sheet: summary, env, pip, dataset, weights, hyperparameters, random, checkpoint")
     item: str = F("what the line is about (sheet name for summary, else parameter/package/variable)")
     level: Label = F("pass, warning or error as written by msprobe (checkpoint: error when cos < 0.99)")
-    bench_value: str | None = F("value on the benchmark side", match=False)
-    cmp_value: str | None = F("value on the compared side", match=False)
+    bench_value: Optional[str] = F("value on the benchmark side", match=False)
+    cmp_value: Optional[str] = F("value on the compared side", match=False)
 
 
 @fact_type("api_precheck", collectors=("msprobe",), identity=("run", "api"))
@@ -273,7 +273,7 @@ class ApiPrecheck(Fact):
     forward: Literal["pass", "warning", "error", "skip", "unknown"] = F("forward test result")
     backward: Literal["pass", "warning", "error", "skip", "unknown"] = F("backward test result")
     failed: Bool = F("forward or backward is error")
-    message: str | None = F("tool message", match=False)
+    message: Optional[str] = F("tool message", match=False)
 
 
 @fact_type("free_benchmark_hit", collectors=("msprobe",), identity=("run", "rank", "step", "api", "stage"))

@@ -88,8 +88,8 @@ class CompiledPack:
         return out
 
 
-def _fail(lr: LoadedRule, msg: str) -> PrecdxError:
-    return PrecdxError(f"rule {lr.rule.id}: {msg}", path=lr.path, line=lr.line)
+def _fail(lr: LoadedRule, msg: str, *loc: Any) -> PrecdxError:
+    return PrecdxError(f"rule {lr.rule.id}: {msg}", path=lr.path, line=lr.line_at(*loc) if loc else lr.line)
 
 
 def _check_literal(lr: LoadedRule, spec: FieldSpec, where: str, op: str, value: Any) -> Any:
@@ -133,11 +133,17 @@ def _check_scalar(lr: LoadedRule, spec: FieldSpec, where: str, value: Any) -> An
 
 
 def _compile_pattern(lr: LoadedRule, pat, index: int, bound: dict[str, str], regexes: list,
-                     negative: bool) -> PatternIR:
+                     negative: bool, loc: tuple = ()) -> PatternIR:
     spec = REGISTRY.get(pat.fact)
     where0 = f"pattern {pat.fact!r}"
     if spec is None:
-        raise _fail(lr, f"{where0}: unknown fact type")
+        raise _fail(lr, f"{where0}: unknown fact type", *loc, "fact")
+    return _compile_tests(lr, pat, index, bound, regexes, negative, spec, where0, loc)
+
+
+def _compile_tests(lr, pat, index, bound, regexes, negative, spec, where0, loc) -> PatternIR:
+    import functools
+    _fail_here = functools.partial(_fail_at, lr, loc)
     alias = pat.alias or f"_{'n' if negative else 'p'}{index}"
     tests: list[Test] = []
     joins = 0
@@ -145,64 +151,73 @@ def _compile_pattern(lr: LoadedRule, pat, index: int, bound: dict[str, str], reg
         where = f"{pat.fact}.{fname}"
         fspec = spec.fields.get(fname)
         if fspec is None:
-            raise _fail(lr, f"{where}: fact type {pat.fact!r} has no field {fname!r}")
+            raise _fail_here(f"{where}: fact type {pat.fact!r} has no field {fname!r}", fname)
         if not fspec.match:
-            raise _fail(lr, f"{where}: field is descriptive (match=False); rules must not test it")
+            raise _fail_here(f"{where}: field is descriptive (match=False); rules must not test it", fname)
         if not isinstance(cond, dict):
             cond = {"eq": cond}
         if not cond:
-            raise _fail(lr, f"{where}: empty condition")
+            raise _fail_here(f"{where}: empty condition", fname)
         for op, value in cond.items():
             if op not in OPERATORS:
-                raise _fail(lr, f"{where}: unknown operator {op!r} (use one of {', '.join(OPERATORS)})")
+                raise _fail_here(f"{where}: unknown operator {op!r} (use one of {', '.join(OPERATORS)})", fname)
             if isinstance(value, dict):
                 if op not in JOIN_OPERATORS:
-                    raise _fail(lr, f"{where}: '{op}' cannot take a reference")
+                    raise _fail_here(f"{where}: '{op}' cannot take a reference", fname)
                 ref = value.get("ref")
                 extra = set(value) - {"ref", "scale"}
                 if not isinstance(ref, str) or "." not in ref or extra:
-                    raise _fail(lr, f"{where}: a reference is {{ref: ALIAS.FIELD, scale: NUMBER}}")
+                    raise _fail_here(f"{where}: a reference is {{ref: ALIAS.FIELD, scale: NUMBER}}", fname)
                 ralias, rfield = ref.split(".", 1)
                 if ralias not in bound and ralias != alias:
-                    raise _fail(lr, f"{where}: reference to unbound alias {ralias!r}")
+                    raise _fail_here(f"{where}: reference to unbound alias {ralias!r}", fname)
                 rtype = bound.get(ralias, pat.fact)
                 rspec = REGISTRY[rtype].fields.get(rfield)
                 if rspec is None or not rspec.match:
-                    raise _fail(lr, f"{where}: {rtype!r} has no matchable field {rfield!r}")
+                    raise _fail_here(f"{where}: {rtype!r} has no matchable field {rfield!r}", fname)
                 numeric = {"number", "integer"}
                 if (fspec.kind in numeric) != (rspec.kind in numeric) or (
                         fspec.kind not in numeric and fspec.kind != rspec.kind):
-                    raise _fail(lr, f"{where}: cannot compare {fspec.kind} with {rspec.kind}")
+                    raise _fail_here(f"{where}: cannot compare {fspec.kind} with {rspec.kind}", fname)
                 if op in ("lt", "le", "gt", "ge") and fspec.kind not in numeric:
-                    raise _fail(lr, f"{where}: '{op}' needs numeric fields")
+                    raise _fail_here(f"{where}: '{op}' needs numeric fields", fname)
                 scale = value.get("scale")
                 if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
                                           or fspec.kind not in numeric):
-                    raise _fail(lr, f"{where}: scale must be a number on numeric fields")
+                    raise _fail_here(f"{where}: scale must be a number on numeric fields", fname)
                 tests.append(Test(fname, op, ref=(ralias, rfield), scale=None if scale is None else float(scale)))
                 joins += 1
                 continue
-            val = _check_literal(lr, fspec, where, op, value)
+            try:
+                val = _check_literal(lr, fspec, where, op, value)
+            except PrecdxError as exc:
+                exc.line = lr.line_at(*loc, "where", fname)
+                raise PrecdxError(exc.message, path=exc.path, line=exc.line) from None
             regex_id = None
             if op == "matches":
                 regex_id = len(regexes)
                 regexes.append((pat.fact, fname, re.compile(val)))
             tests.append(Test(fname, op, value=val, regex_id=regex_id))
     if joins > MAX_JOINS_PER_PATTERN:
-        raise _fail(lr, f"{where0}: {joins} joins; the engine allows {MAX_JOINS_PER_PATTERN}")
+        raise _fail_here(f"{where0}: {joins} joins; the engine allows {MAX_JOINS_PER_PATTERN}")
     return PatternIR(alias, pat.fact, tuple(tests))
+
+
+def _fail_at(lr: LoadedRule, loc: tuple, msg: str, field: str | None = None) -> PrecdxError:
+    return _fail(lr, msg, *loc, "where", *( (field,) if field else ()))
 
 
 def compile_rule(lr: LoadedRule, regexes: list, known_modes: set[str] | None = None) -> CompiledRule:
     rule = lr.rule
     if known_modes is not None:
-        for mode in [*rule.failure_modes, *rule.against]:
-            if mode not in known_modes:
-                raise _fail(lr, f"unknown failure mode {mode!r}")
+        for key in ("failure_modes", "against"):
+            for mode in getattr(rule, key):
+                if mode not in known_modes:
+                    raise _fail(lr, f"unknown failure mode {mode!r}", key)
     bound: dict[str, str] = {}
     positives: list[PatternIR] = []
     for i, pat in enumerate(rule.when.all):
-        ir = _compile_pattern(lr, pat, i, bound, regexes, negative=False)
+        ir = _compile_pattern(lr, pat, i, bound, regexes, negative=False, loc=("when", "all", i))
         if ir.alias in bound:
             raise _fail(lr, f"alias {ir.alias!r} bound twice")
         bound[ir.alias] = ir.fact_type
@@ -211,7 +226,8 @@ def compile_rule(lr: LoadedRule, regexes: list, known_modes: set[str] | None = N
     if rule.when.any:
         for j, pat in enumerate(rule.when.any):
             local = dict(bound)
-            ir = _compile_pattern(lr, pat, len(positives) + j, local, regexes, negative=False)
+            ir = _compile_pattern(lr, pat, len(positives) + j, local, regexes, negative=False,
+                                  loc=("when", "any", j))
             if ir.alias in bound:
                 raise _fail(lr, f"alias {ir.alias!r} bound twice")
             alternatives_pos.append([*positives, ir])
@@ -222,23 +238,26 @@ def compile_rule(lr: LoadedRule, regexes: list, known_modes: set[str] | None = N
         scope = {p.alias: p.fact_type for p in alt}
         negatives = []
         for k, pat in enumerate(rule.when.none):
-            negatives.append(_compile_pattern(lr, pat, k, dict(scope), regexes, negative=True))
+            negatives.append(_compile_pattern(lr, pat, k, dict(scope), regexes, negative=True,
+                                              loc=("when", "none", k)))
         if len(alt) + len(negatives) > MAX_PATTERNS:
             raise _fail(lr, f"{len(alt) + len(negatives)} patterns; the engine allows {MAX_PATTERNS}")
         alternatives.append(Alternative(tuple(alt), tuple(negatives)))
     # Templates and strength may only use aliases bound in every alternative.
     common = set.intersection(*({p.alias for p in a.positives} for a in alternatives))
     common_types = {p.alias: p.fact_type for p in alternatives[0].positives if p.alias in common}
-    texts = [("explanation", rule.explanation.en), ("explanation.zh", rule.explanation.zh or "")]
+    texts = [("explanation", rule.explanation.en, ("explanation",)),
+             ("explanation.zh", rule.explanation.zh or "", ("explanation",))]
     for i, step in enumerate(rule.next_steps):
-        texts.append((f"next_steps[{i}].command", step.command or ""))
-    for where, text in texts:
+        texts.append((f"next_steps[{i}].command", step.command or "", ("next_steps", i, "command")))
+        texts.append((f"next_steps[{i}].action", step.action.en, ("next_steps", i, "action")))
+    for where, text, tloc in texts:
         for m in PLACEHOLDER.finditer(text):
             alias, fname = m.group(1), m.group(2)
             if alias not in common_types:
-                raise _fail(lr, f"{where}: placeholder {{{alias}.{fname}}} uses an alias not bound in every alternative")
+                raise _fail(lr, f"{where}: placeholder {{{alias}.{fname}}} uses an alias not bound in every alternative", *tloc)
             if fname not in REGISTRY[common_types[alias]].fields:
-                raise _fail(lr, f"{where}: placeholder {{{alias}.{fname}}}: {common_types[alias]!r} has no field {fname!r}")
+                raise _fail(lr, f"{where}: placeholder {{{alias}.{fname}}}: {common_types[alias]!r} has no field {fname!r}", *tloc)
     if rule.strength:
         alias, fname = rule.strength.field.split(".", 1)
         if alias not in common_types or fname not in REGISTRY[common_types[alias]].fields:

@@ -20,6 +20,10 @@ class LoadedRule:
     rule: Rule
     path: str
     line: int | None
+    doc: Any = None  # the line-aware YAML mapping, for pointing compiler errors at lines
+
+    def line_at(self, *loc: Any) -> int | None:
+        return _locate(self.doc, loc) if self.doc is not None else self.line
 
 
 def _locate(doc: Any, loc: tuple) -> int | None:
@@ -74,7 +78,7 @@ def load_rule_file(path: Path) -> list[LoadedRule]:
             raise PrecdxError("'rules' must be a list", path=str(path), line=line_of(doc, "rules"))
     else:
         items = [doc]
-    return [LoadedRule(parse_rule(item, str(path)), str(path), line_of(item)) for item in items]
+    return [LoadedRule(parse_rule(item, str(path)), str(path), line_of(item), item) for item in items]
 
 
 def rule_files(root: Path | None = None) -> list[Path]:

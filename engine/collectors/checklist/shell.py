@@ -1,0 +1,602 @@
+"""A small, safe reader of bash launch scripts: it never runs anything, it follows variable
+assignments (strings, arrays, `${VAR:-default}`, `$((arithmetic))`), exports and line
+continuations, and returns the expanded argument vectors of the script's commands.
+"""
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from dataclasses import dataclass, field
+
+RANDOM = "<random>"
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)(.*)$", re.DOTALL)
+_KEYWORDS = {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case",
+             "esac", "{", "}", "!", "function", "in", "select", "time"}
+_DECLARERS = {"export", "declare", "typeset", "local", "readonly"}
+
+
+class ShellSyntaxError(ValueError):
+    """The script cannot be read as shell (e.g. an unterminated quote)."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+@dataclass
+class Command:
+    argv: list[str]
+    line: int
+    env: dict[str, str] = field(default_factory=dict)  # NAME=value prefixes of this command
+
+
+@dataclass
+class ShellScript:
+    variables: dict[str, str | list[str]] = field(default_factory=dict)
+    exports: dict[str, str] = field(default_factory=dict)
+    commands: list[Command] = field(default_factory=list)
+    error: ShellSyntaxError | None = None  # set when reading stopped early; what came before is kept
+
+
+@dataclass
+class _Tok:
+    kind: str   # "word" | "op"
+    text: str
+    line: int
+
+
+def read_script(text: str, environ: dict[str, str] | None = None) -> ShellScript:
+    """Read a script; `environ` is the launching shell's environment (e.g. env.txt)."""
+    script = ShellScript()
+    try:
+        tokens = _lex(text)
+    except ShellSyntaxError as exc:
+        script.error = exc
+        tokens = _lex(_cut_before(text, exc.line))
+    env: dict[str, str | list[str]] = dict(environ or {})
+    for words, line in _simple_commands(tokens):
+        _run(words, line, env, script)
+    return script
+
+
+def _cut_before(text: str, line: int) -> str:
+    """The script up to (not including) the statement that starts on `line`."""
+    lines = text.splitlines(keepends=True)[: max(line - 1, 0)]
+    # drop a trailing continued line, which belongs to the broken statement
+    while lines and lines[-1].rstrip("\r\n").endswith("\\"):
+        lines.pop()
+    return "".join(lines)
+
+
+# --- lexing ------------------------------------------------------------------------------------
+
+def _lex(text: str) -> list[_Tok]:
+    toks: list[_Tok] = []
+    i, n, line = 0, len(text), 1
+    pending_heredocs: list[tuple[str, bool]] = []
+    expect_redir_target = False
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n and text[i + 1] == "\n":
+            i += 2
+            line += 1
+            continue
+        if c == "\n":
+            toks.append(_Tok("op", "\n", line))
+            i += 1
+            line += 1
+            if pending_heredocs:
+                i, line = _skip_heredocs(text, i, line, pending_heredocs)
+                pending_heredocs = []
+            continue
+        if c in " \t\r":
+            i += 1
+            continue
+        if c == "#":
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        if c in ";&|()":
+            two = text[i:i + 2]
+            if two in ("&&", "||", ";;"):
+                toks.append(_Tok("op", two, line))
+                i += 2
+            else:
+                toks.append(_Tok("op", c, line))
+                i += 1
+            continue
+        if c in "<>":
+            j = i
+            while j < n and text[j] in "<>&-":
+                j += 1
+            op = text[i:j]
+            i = j
+            if op.startswith("<<") and not op.startswith("<<<"):
+                start = i
+                while i < n and text[i] in " \t":
+                    i += 1
+                word_start = i
+                i, _ = _scan_word(text, i, line)
+                delim = text[word_start:i].strip("'\"")
+                pending_heredocs.append((delim, op.endswith("-")))
+                del start
+                continue
+            if op.endswith("&"):
+                while i < n and (text[i].isdigit() or text[i] == "-"):
+                    i += 1
+                continue
+            expect_redir_target = True
+            continue
+        start_line = line
+        j, line = _scan_word(text, i, line)
+        word = text[i:j]
+        i = j
+        if expect_redir_target:
+            expect_redir_target = False
+            continue
+        # a bare fd number glued to a redirection (2>&1) is not an argument
+        if i < n and text[i] in "<>" and word.isdigit():
+            continue
+        toks.append(_Tok("word", word, start_line))
+    return toks
+
+
+def _scan_word(text: str, i: int, line: int) -> tuple[int, int]:
+    """End index of the word starting at i (quotes, ${...}, $(...), arrays NAME=(...))."""
+    n = len(text)
+    start_line = line
+    start = i
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            if i + 1 < n and text[i + 1] == "\n":
+                line += 1
+            i += 2
+            continue
+        if c == "'":
+            end = text.find("'", i + 1)
+            if end < 0:
+                raise ShellSyntaxError("unterminated single quote", start_line)
+            line += text.count("\n", i, end)
+            i = end + 1
+            continue
+        if c == '"':
+            i, line = _scan_double(text, i + 1, line, start_line)
+            continue
+        if c == "`":
+            end = text.find("`", i + 1)
+            if end < 0:
+                raise ShellSyntaxError("unterminated backquote", start_line)
+            line += text.count("\n", i, end)
+            i = end + 1
+            continue
+        if c == "$" and i + 1 < n and text[i + 1] in "({":
+            i, line = _scan_group(text, i + 1, line, start_line)
+            continue
+        if c == "(" and i > start and text[i - 1] == "=" and _ASSIGN.match(text[start:i] + "x"):
+            i, line = _scan_group(text, i, line, start_line)
+            continue
+        if c in " \t\r\n;&|()<>":
+            break
+        i += 1
+    return i, line
+
+
+def _scan_double(text: str, i: int, line: int, start_line: int) -> tuple[int, int]:
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            if i + 1 < n and text[i + 1] == "\n":
+                line += 1
+            i += 2
+            continue
+        if c == '"':
+            return i + 1, line
+        if c == "$" and i + 1 < n and text[i + 1] in "({":
+            i, line = _scan_group(text, i + 1, line, start_line)
+            continue
+        if c == "\n":
+            line += 1
+        i += 1
+    raise ShellSyntaxError("unterminated double quote", start_line)
+
+
+def _scan_group(text: str, i: int, line: int, start_line: int) -> tuple[int, int]:
+    """From an opening ( or { to just after its match, skipping quoted parts."""
+    n = len(text)
+    opener = text[i]
+    closer = ")" if opener == "(" else "}"
+    depth = 0
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'" and opener == "(":
+            end = text.find("'", i + 1)
+            if end < 0:
+                raise ShellSyntaxError("unterminated single quote", start_line)
+            line += text.count("\n", i, end)
+            i = end + 1
+            continue
+        if c == '"':
+            i, line = _scan_double(text, i + 1, line, start_line)
+            continue
+        if c == opener:
+            depth += 1
+        elif c == closer:
+            depth -= 1
+            if depth == 0:
+                return i + 1, line
+        elif c == "\n":
+            line += 1
+        i += 1
+    raise ShellSyntaxError(f"unterminated '{opener}'", start_line)
+
+
+def _skip_heredocs(text: str, i: int, line: int, docs: list[tuple[str, bool]]) -> tuple[int, int]:
+    for delim, strip_tabs in docs:
+        while i < len(text):
+            end = text.find("\n", i)
+            cur = text[i:] if end < 0 else text[i:end]
+            i = len(text) if end < 0 else end + 1
+            line += 1
+            if (cur.lstrip("\t") if strip_tabs else cur) == delim:
+                break
+    return i, line
+
+
+def _simple_commands(tokens: list[_Tok]) -> list[tuple[list[str], int]]:
+    out: list[tuple[list[str], int]] = []
+    words: list[str] = []
+    line = 1
+    for tok in tokens:
+        if tok.kind == "op":
+            if words:
+                out.append((words, line))
+            words = []
+            continue
+        if not words:
+            line = tok.line
+        words.append(tok.text)
+    if words:
+        out.append((words, line))
+    return out
+
+
+# --- executing assignments and expanding words ----------------------------------------------
+
+def _run(words: list[str], line: int, env: dict[str, str | list[str]], script: ShellScript) -> None:
+    while words and words[0] in _KEYWORDS:
+        words = words[1:]
+    if not words:
+        return
+    if words[0] in ("[", "[[", "test", "source", ".", "set", "unset", "shift", "exit", "return",
+                    "cd", "echo", "printf", "mkdir", "ulimit", "wait", "trap"):
+        if words[0] == "unset":
+            for w in words[1:]:
+                env.pop(w, None)
+        return
+    exported = False
+    if words[0] in _DECLARERS:
+        exported = words[0] == "export" or any(w.startswith("-") and "x" in w for w in words[1:])
+        for w in words[1:]:
+            if w.startswith("-"):
+                continue
+            m = _ASSIGN.match(w)
+            if m:
+                _assign(m, env)
+            name = m.group(1) if m else w
+            if exported and _NAME.fullmatch(name):
+                value = env.get(name)
+                script.exports[name] = _as_text(value) if value is not None else ""
+        _remember(env, script)
+        return
+    prefix: dict[str, str] = {}
+    k = 0
+    while k < len(words):
+        m = _ASSIGN.match(words[k])
+        if not m:
+            break
+        if k == len(words) - 1 or all(_ASSIGN.match(w) for w in words[k:]):
+            for w in words[k:]:
+                _assign(_ASSIGN.match(w), env)  # type: ignore[arg-type]
+            _remember(env, script)
+            return
+        prefix[m.group(1)] = _as_text(_expand_value(m.group(4), env))
+        k += 1
+    if k >= len(words):
+        return
+    if "()" in words[k] or (k + 1 < len(words) and words[k + 1] == "()"):
+        return  # function definition header
+    local_env = dict(env)
+    local_env.update(prefix)
+    argv: list[str] = []
+    for w in words[k:]:
+        argv.extend(expand_word(w, local_env))
+    if argv:
+        script.commands.append(Command(argv=argv, line=line, env=prefix))
+
+
+def _remember(env: dict[str, str | list[str]], script: ShellScript) -> None:
+    script.variables = dict(env)
+    for name in list(script.exports):
+        if name in env:
+            script.exports[name] = _as_text(env[name])
+
+
+def _assign(m: re.Match, env: dict[str, str | list[str]]) -> None:
+    name, index, op, raw = m.group(1), m.group(2), m.group(3), m.group(4)
+    if raw.startswith("(") and raw.endswith(")"):
+        items: list[str] = []
+        for tok in _lex(raw[1:-1]):
+            if tok.kind == "word":
+                items.extend(expand_word(tok.text, env))
+        prior = env.get(name)
+        if op == "+=" and isinstance(prior, list):
+            items = prior + items
+        env[name] = items
+        return
+    value = _as_text(_expand_value(raw, env))
+    if index:
+        prior = env.get(name)
+        arr = list(prior) if isinstance(prior, list) else ([prior] if prior else [])
+        arr.append(value)
+        env[name] = arr
+        return
+    if op == "+=":
+        prior = env.get(name)
+        if isinstance(prior, list):
+            env[name] = prior + [value]
+            return
+        value = (prior or "") + value
+    env[name] = value
+
+
+def _expand_value(raw: str, env: dict[str, str | list[str]]) -> str:
+    """Right-hand side of an assignment: expanded, never field-split."""
+    return "".join(text for text, _ in _segments(raw, env))
+
+
+def _as_text(value: str | list[str] | None) -> str:
+    if value is None:
+        return ""
+    return " ".join(value) if isinstance(value, list) else value
+
+
+def expand_word(word: str, env: dict[str, str | list[str]]) -> list[str]:
+    """Expand one shell word to its fields (unquoted expansions are split on whitespace)."""
+    fields: list[str] = []
+    cur: list[str] = []
+    have = False  # the current field exists even if empty ("" is one empty field)
+    for text, splittable in _segments(word, env):
+        if not splittable:
+            cur.append(text)
+            have = True
+            continue
+        parts = re.split(r"[ \t\n]+", text)
+        if parts[0] == "" and len(parts) > 1 and (cur or have):
+            fields.append("".join(cur))
+            cur, have = [], False
+        for idx, part in enumerate(parts):
+            if idx > 0 and (cur or have):
+                fields.append("".join(cur))
+                cur, have = [], False
+            if part:
+                cur.append(part)
+                have = True
+    if cur or have:
+        fields.append("".join(cur))
+    return fields
+
+
+def _segments(word: str, env: dict[str, str | list[str]]) -> list[tuple[str, bool]]:
+    """(text, splittable) pieces of a word after quote removal and expansion."""
+    out: list[tuple[str, bool]] = []
+    i, n = 0, len(word)
+    lit: list[str] = []
+
+    def flush() -> None:
+        if lit:
+            out.append(("".join(lit), False))
+            lit.clear()
+
+    while i < n:
+        c = word[i]
+        if c == "\\" and i + 1 < n:
+            lit.append(word[i + 1])
+            i += 2
+        elif c == "'":
+            end = word.find("'", i + 1)
+            end = n if end < 0 else end
+            lit.append(word[i + 1:end])
+            i = end + 1
+        elif c == '"':
+            i = _double_segments(word, i + 1, env, lit, out, flush)
+        elif c == "$":
+            text, i, fields = _dollar(word, i, env, quoted=False)
+            if fields is not None:
+                flush()
+                out.append((" ".join(fields), True))
+            elif text is not None:
+                flush()
+                out.append((text, True))
+            else:
+                lit.append("$")
+                i += 1
+        elif c == "`":
+            end = word.find("`", i + 1)
+            end = n if end < 0 else end
+            lit.append(word[i:end + 1])
+            i = end + 1
+        else:
+            lit.append(c)
+            i += 1
+    flush()
+    return out
+
+
+def _double_segments(word: str, i: int, env, lit: list[str], out: list, flush) -> int:
+    n = len(word)
+    while i < n and word[i] != '"':
+        c = word[i]
+        if c == "\\" and i + 1 < n:
+            if word[i + 1] in '$`"\\':
+                lit.append(word[i + 1])
+            elif word[i + 1] != "\n":
+                lit.append(word[i:i + 2])
+            i += 2
+        elif c == "$":
+            text, j, fields = _dollar(word, i, env, quoted=True)
+            if fields is not None:
+                # "${ARR[@]}": one field per element
+                flush()
+                for k, f in enumerate(fields):
+                    if k:
+                        out.append((" ", True))
+                    out.append((f, False))
+                i = j
+            elif text is not None:
+                lit.append(text)
+                i = j
+            else:
+                lit.append("$")
+                i += 1
+        else:
+            lit.append(c)
+            i += 1
+    return i + 1
+
+
+def _lookup(name: str, env: dict[str, str | list[str]]) -> str | list[str] | None:
+    if name == "RANDOM":
+        return RANDOM
+    return env.get(name)
+
+
+def _dollar(word: str, i: int, env, *, quoted: bool) -> tuple[str | None, int, list[str] | None]:
+    """Expand the $-expression at word[i]; returns (text, next index, array fields or None)."""
+    n = len(word)
+    if word.startswith("$((", i):
+        end = _match(word, i + 1)
+        inner = word[i + 3:end - 1] if end > 0 else ""
+        if end < 0 or not inner.endswith(")"):
+            return word[i:], n, None
+        value = _arith(inner[:-1], env)
+        return (value if value is not None else word[i:end + 0]), end, None
+    if word.startswith("$(", i):
+        end = _match(word, i + 1)
+        end = n if end < 0 else end
+        return word[i:end], end, None  # command substitution: unknown, kept as written
+    if word.startswith("${", i):
+        end = _match(word, i + 1)
+        end = n if end < 0 else end
+        return _brace(word[i + 2:end - 1], env, word[i:end], end)
+    m = _NAME.match(word, i + 1)
+    if m:
+        value = _lookup(m.group(0), env)
+        if value is None:
+            return word[i:m.end()], m.end(), None
+        return _as_text(value) if not isinstance(value, list) else (value[0] if value else ""), m.end(), None
+    if i + 1 < n and (word[i + 1].isdigit() or word[i + 1] in "@*#?$!-"):
+        return word[i:i + 2], i + 2, None  # positional/special parameters: unknown here
+    return None, i, None
+
+
+def _brace(body: str, env, original: str, end: int) -> tuple[str | None, int, list[str] | None]:
+    if body.startswith("#"):
+        value = _lookup(body[1:].split("[")[0], env)
+        if isinstance(value, list):
+            return str(len(value)), end, None
+        return str(len(value or "")), end, None
+    m = _NAME.match(body)
+    if not m:
+        return original, end, None
+    name = m.group(0)
+    rest = body[m.end():]
+    value = _lookup(name, env)
+    if rest.startswith("["):
+        close = rest.find("]")
+        index = rest[1:close]
+        rest = rest[close + 1:]
+        if isinstance(value, list):
+            if index in ("@", "*"):
+                return None, end, list(value)
+            try:
+                value = value[int(index)]
+            except (ValueError, IndexError):
+                value = None
+        elif index not in ("@", "*", "0"):
+            value = None
+    if isinstance(value, list):
+        value = value[0] if value else ""
+    for op in (":-", ":=", ":?", ":+", "-", "=", "?", "+"):
+        if rest.startswith(op):
+            arg = _expand_value(rest[len(op):], env)
+            unset = value is None or (op.startswith(":") and value == "")
+            if op in (":-", "-"):
+                return (arg if unset else value), end, None
+            if op in (":=", "="):
+                if unset:
+                    env[name] = arg
+                    return arg, end, None
+                return value, end, None
+            if op in (":+", "+"):
+                return ("" if unset else arg), end, None
+            return (original if unset else value), end, None
+    if value is None:
+        return original, end, None
+    return value, end, None  # pattern operations (%, #, /) are not applied: the value is kept
+
+
+def _match(word: str, i: int) -> int:
+    """Index after the bracket matching word[i]."""
+    opener = word[i]
+    closer = ")" if opener == "(" else "}"
+    depth = 0
+    j = i
+    while j < len(word):
+        c = word[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == opener:
+            depth += 1
+        elif c == closer:
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+    return -1
+
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv, ast.Mod: operator.mod}
+
+
+def _arith(expr: str, env) -> str | None:
+    """Integer arithmetic of $(( )) with variables substituted; None when not evaluable."""
+    def sub(m: re.Match) -> str:
+        value = _lookup(m.group(1) or m.group(2), env)
+        text = _as_text(value) if value is not None else ""
+        return text if re.fullmatch(r"-?\d+", text.strip()) else "x"
+    text = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?|\b([A-Za-z_][A-Za-z0-9_]*)\b", sub, expr)
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+        return str(_eval(tree.body))
+    except (SyntaxError, ValueError, ZeroDivisionError, TypeError):
+        return None
+
+
+def _eval(node: ast.AST) -> int:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_eval(node.left), _eval(node.right))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval(node.operand)
+    raise ValueError("not integer arithmetic")

@@ -1,0 +1,131 @@
+"""Reading msprobe JSON files: a streaming reader for big dump.json files (ijson, C backend
+when available) and a small-file loader, both tolerant of Python's bare NaN/Infinity tokens.
+
+msprobe writes NaN, Infinity and -Infinity unquoted (Python json). yajl rejects them, so the
+stream is rewritten on the fly: each bare token becomes a tiny sub-normal sentinel number that
+no real float32/bf16 statistic can take, and `denan` maps the sentinels back.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+import ijson
+
+from engine.errors import PrecdxError
+
+try:  # the C backend is ~10x faster; fall back quietly when the wheel lacks it
+    _IJSON = ijson.get_backend("yajl2_c")
+except Exception:  # pragma: no cover - depends on the installed wheel
+    _IJSON = ijson
+
+_NAN, _POS_INF, _NEG_INF = 7.7e-321, 8.8e-321, -8.8e-321
+_TOKEN = re.compile(rb"([:\[,]\s*)(NaN|-Infinity|Infinity)")
+_REPLACEMENT = {b"NaN": b"7.7e-321", b"Infinity": b"8.8e-321", b"-Infinity": b"-8.8e-321"}
+_CHUNK = 1 << 20
+_MAX_CARRY = 64 << 20
+
+
+def _rewrite(block: bytes) -> bytes:
+    if b"NaN" not in block and b"Infinity" not in block:
+        return block
+    return _TOKEN.sub(lambda m: m.group(1) + _REPLACEMENT[m.group(2)], block)
+
+
+class NonFiniteTolerantReader:
+    """File-like wrapper rewriting bare NaN/Infinity tokens; cuts blocks after a comma so a token
+    is never split between two blocks."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._carry = b""
+        self._out = b""
+        self._pos = 0
+        self.bytes_read = 0
+
+    def _next_block(self) -> bytes:
+        while True:
+            chunk = self._raw.read(_CHUNK)
+            self.bytes_read += len(chunk)
+            if not chunk:
+                block, self._carry = self._carry, b""
+                return _rewrite(block)
+            buf = self._carry + chunk
+            cut = buf.rfind(b",")
+            if cut < 0 and len(buf) < _MAX_CARRY:
+                self._carry = buf
+                continue
+            cut = cut if cut >= 0 else len(buf) - 1
+            self._carry = buf[cut + 1:]
+            return _rewrite(buf[:cut + 1])
+
+    def read(self, size: int = -1) -> bytes:
+        if self._pos >= len(self._out):
+            self._out = self._next_block()
+            self._pos = 0
+        if size is None or size < 0:
+            size = len(self._out) - self._pos
+        piece = self._out[self._pos:self._pos + size]
+        self._pos += len(piece)
+        return piece
+
+
+def denan(value: Any) -> Any:
+    """Map a sentinel back to NaN/+Inf/-Inf; other values pass through."""
+    if type(value) is float and value != 0.0 and abs(value) < 1e-300:
+        if value == _NAN:
+            return math.nan
+        if value == _POS_INF:
+            return math.inf
+        if value == _NEG_INF:
+            return -math.inf
+    return value
+
+
+def denan_tree(value: Any) -> Any:
+    """`denan` applied to every float inside nested lists/dicts."""
+    if isinstance(value, dict):
+        return {k: denan_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [denan_tree(v) for v in value]
+    return denan(value)
+
+
+def stream_kvitems(fh: BinaryIO, prefix: str) -> Iterator[tuple[str, Any]]:
+    """(key, value) pairs of the object at `prefix`, one at a time; values keep sentinels
+    (callers use `denan` on the few numbers they read)."""
+    return _IJSON.kvitems(NonFiniteTolerantReader(fh), prefix, use_float=True)
+
+
+def json_error_message(exc: Exception) -> str:
+    """A one-line reason from an ijson/json error."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "incomplete" in text.lower() or "premature" in text.lower():
+        return "the file ends in the middle of the JSON (truncated?)"
+    return f"not valid JSON ({text})"
+
+
+def load_small_json(path: Path, *, what: str) -> Any:
+    """Load a small JSON file (stack.json, construct.json, analysis outputs) with Python's json,
+    which accepts bare NaN/Infinity. Errors become PrecdxError naming the file."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise PrecdxError(f"cannot read {what}: {exc.strerror or exc}", path=str(path)) from None
+    if not raw.strip():
+        raise PrecdxError(f"{what} is empty", path=str(path))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PrecdxError(f"{what} is not UTF-8 text (binary file?)", path=str(path)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(text.rstrip()) - 1:
+            raise PrecdxError(f"{what} ends in the middle of the JSON (truncated?)",
+                              path=str(path), line=exc.lineno) from None
+        raise PrecdxError(f"{what} is not valid JSON: {exc.msg}", path=str(path),
+                          line=exc.lineno) from None

@@ -1,0 +1,239 @@
+"""Fact types from training logs: each run's loss curve, and the loss-curve symptoms of the target
+against the baseline (and of reruns against their run) that the diagnosis procedure starts from.
+
+Relative errors are |target - baseline| / |baseline| per common logged step (ratio, 0.01 = 1%).
+Steps are the iteration numbers the logs print (1-based for Megatron). Facts carry measurements;
+rules apply the tolerances (kb §1.3: mean loss error 1%, first loss 0.5% / 0.005 abs, grad-norm
+mean error 10%, NaN counts within 50-step windows).
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from engine.facts.base import Bool, F, Fact, Int, Num, fact_type
+
+Role = Literal["baseline", "target", "baseline_rerun", "target_rerun"]
+# `Optional[str]`, not `str | None`: the registry's type check accepts typing.Union only.
+_C = ("logs",)
+
+
+@fact_type("loss_series", collectors=_C, identity=("run",))
+class LossSeries(Fact):
+    """One run's training curve as parsed from its log (or trainer_state.json)."""
+
+    role: Role = F("which side of the comparison the run is")
+    run: str = F("run name, e.g. 'target' or 'target/group03' for a grouped run")
+    group: Optional[str] = F("group folder of a grouped run (e.g. 'group03'), absent otherwise")
+    framework: str = F("log format the curve came from: megatron, mindspeed-llm, megatron-deepspeed, "
+                       "hf_trainer, hf_trainer_state, torchtitan, nemo2, nemo_bar, olmo, deepspeed, ... "
+                       "or the name of a user-declared format")
+    n_points: Int = F("number of logged training points (after de-duplicating repeated steps)", unit="count")
+    first_step: Int | None = F("first logged step", unit="steps")
+    last_step: Int | None = F("last logged step", unit="steps")
+    log_interval: Int | None = F("median step distance between logged points", unit="steps")
+    windowed: Bool = F("logged values are averages over the log interval (Megatron, HF Trainer, NeMo)")
+    step_inferred: Bool = F("the log prints no step; steps were taken from the progress bar or the line order")
+    first_loss: Num | None = F("loss at the first logged step (NaN if non-finite)", unit="loss")
+    last_loss: Num | None = F("loss at the last logged step (NaN if non-finite)", unit="loss")
+    min_loss: Num | None = F("smallest finite loss logged", unit="loss")
+    nan_count: Int = F("logged points whose loss or grad norm was non-finite (incl. loss keys a framework "
+                       "drops for non-finite values)", unit="count")
+    first_nan_step: Int | None = F("first step with a non-finite loss or grad norm", unit="steps")
+    skipped_count: Int = F("iterations reported skipped (sum of per-window counters / DeepSpeed deltas)",
+                           unit="count")
+    overflow_events: Int = F("DeepSpeed loss-scaler OVERFLOW/skip lines", unit="count")
+    restarts: Int = F("times the logged step went backwards (job restarted from a checkpoint)", unit="count")
+    has_grad_norm: Bool = F("the log prints a grad norm")
+    has_loss_scale: Bool = F("the log prints a loss scale")
+    eval_points: Int = F("evaluation/validation records seen", unit="count")
+
+
+@fact_type("loss_compare", collectors=_C, identity=("run", "against"))
+class LossCompare(Fact):
+    """Loss curve of a target-side run against a reference run on their common steps."""
+
+    run: str = F("compared run: 'target', 'target_rerun' or 'target/groupNN'")
+    role: Role = F("role of the compared run")
+    against: str = F("reference run name", default="baseline")
+    steps_compared: Int = F("common logged steps compared", unit="count")
+    first_step: Int | None = F("first common step", unit="steps")
+    last_step: Int | None = F("last common step", unit="steps")
+    run_last_step: Int | None = F("last step the compared run logged", unit="steps")
+    against_last_step: Int | None = F("last step the reference run logged", unit="steps")
+    stopped_early: Bool = F("the compared run logged fewer steps than the reference (crash, kill, abort)")
+    first_step_rel_err: Num | None = F("relative loss error at the first common step", unit="ratio")
+    first_step_abs_err: Num | None = F("absolute loss error at the first common step", unit="loss")
+    first_rel_err_over_1pct_step: Int | None = F("first common step whose relative loss error exceeds 1%",
+                                                 unit="steps")
+    mean_rel_err: Num | None = F("mean relative loss error over all finite common steps", unit="ratio")
+    mean_rel_err_early: Num | None = F("mean relative loss error over the first third of common steps",
+                                       unit="ratio")
+    mean_rel_err_late: Num | None = F("mean relative loss error over the last third of common steps",
+                                      unit="ratio")
+    max_rel_err: Num | None = F("largest relative loss error at a common step (NaN if a loss was non-finite)",
+                                unit="ratio")
+    mean_signed_rel_err: Num | None = F("mean of (target - reference)/|reference|: > 0 means target loss "
+                                        "is higher", unit="ratio")
+    final_rel_err: Num | None = F("relative error of the mean loss over the last 10 common steps", unit="ratio")
+    drift_slope: Num | None = F("least-squares slope of the signed relative error", unit="ratio per 1000 steps")
+    ratio_mean: Num | None = F("mean of target loss / reference loss", unit="ratio")
+    ratio_cv: Num | None = F("coefficient of variation of that ratio: small with ratio_mean far from 1 "
+                             "means a roughly constant ratio (loss-definition difference)", unit="ratio")
+    noise_band: Num | None = F("run-to-run relative loss difference of the baseline measured from a "
+                               "baseline rerun (95th percentile); absent without a baseline rerun", unit="ratio")
+    band_used: Num = F("band used to call a divergence sustained: noise_band (at least 0.1%) when "
+                       "measured, else 0.01", unit="ratio")
+    within_noise_band: Bool | None = F("mean_rel_err <= noise_band (only when a baseline rerun measured it)")
+    first_divergence_step: Int | None = F("first step of a run of >= 5 consecutive common steps whose "
+                                          "relative error exceeds band_used (not one noisy point); absent "
+                                          "if never", unit="steps")
+
+
+@fact_type("rerun_compare", collectors=_C, identity=("role",))
+class RerunCompare(Fact):
+    """A run against its own rerun (same side, same job launched again): reproducibility."""
+
+    role: Literal["baseline", "target"] = F("side whose run and rerun are compared")
+    run: str = F("run name")
+    rerun: str = F("rerun name")
+    steps_compared: Int = F("common logged steps", unit="count")
+    identical: Bool = F("every common logged loss and grad norm is equal as printed (bitwise for the "
+                        "printed precision)")
+    first_step_identical: Bool = F("the loss at the first common step is equal as printed")
+    first_diff_step: Int | None = F("first common step whose loss or grad norm differs", unit="steps")
+    max_rel_diff: Num | None = F("largest relative loss difference at a common step", unit="ratio")
+    mean_rel_diff: Num | None = F("mean relative loss difference over common steps", unit="ratio")
+
+
+@fact_type("grad_norm_compare", collectors=_C, identity=("run", "against"))
+class GradNormCompare(Fact):
+    """Grad-norm curve of a target-side run against the reference, and whether it departs before the loss."""
+
+    run: str = F("compared run")
+    role: Role = F("role of the compared run")
+    against: str = F("reference run name", default="baseline")
+    steps_compared: Int = F("common steps where both logged a grad norm", unit="count")
+    first_step_rel_err: Num | None = F("relative grad-norm error at the first common step", unit="ratio")
+    mean_rel_err: Num | None = F("mean relative grad-norm error over finite common steps", unit="ratio")
+    max_rel_err: Num | None = F("largest relative grad-norm error", unit="ratio")
+    first_divergence_step: Int | None = F("first step of >= 5 consecutive steps with relative grad-norm "
+                                          "error above 10%", unit="steps")
+    loss_divergence_step: Int | None = F("first_divergence_step of the loss for the same pair", unit="steps")
+    departs_before_loss: Bool | None = F("the grad norm diverges and the loss diverges later or never")
+    lead_steps: Int | None = F("loss divergence step minus grad-norm divergence step (> 0: grad norm first)",
+                               unit="steps")
+    late_growth_ratio: Num | None = F("(target late/early mean grad norm) / (reference late/early): > 1 "
+                                      "means the target's grad norm grows more over the run", unit="ratio")
+
+
+@fact_type("nan_compare", collectors=_C, identity=("run", "against"))
+class NanCompare(Fact):
+    """Non-finite and skipped iterations of a target-side run and the reference, also per 50-step window."""
+
+    run: str = F("compared run")
+    role: Role = F("role of the compared run")
+    against: str = F("reference run name", default="baseline")
+    target_nan_count: Int = F("compared run: points with non-finite loss/grad norm (or framework nan counter)",
+                              unit="count")
+    baseline_nan_count: Int = F("reference: same count", unit="count")
+    target_skipped_count: Int = F("compared run: skipped iterations", unit="count")
+    baseline_skipped_count: Int = F("reference: skipped iterations", unit="count")
+    target_first_nan_step: Int | None = F("compared run: first non-finite step", unit="steps")
+    baseline_first_nan_step: Int | None = F("reference: first non-finite step", unit="steps")
+    target_max_nan_50: Int = F("compared run: most NaN iterations within any 50-step window", unit="count")
+    baseline_max_nan_50: Int = F("reference: most NaN iterations within any 50-step window", unit="count")
+    target_max_skipped_50: Int = F("compared run: most skipped iterations within any 50-step window",
+                                   unit="count")
+    baseline_max_skipped_50: Int = F("reference: most skipped iterations within any 50-step window",
+                                     unit="count")
+    target_overflow_events: Int = F("compared run: DeepSpeed overflow lines", unit="count")
+    baseline_overflow_events: Int = F("reference: DeepSpeed overflow lines", unit="count")
+
+
+@fact_type("loss_scale_trend", collectors=_C, identity=("run",))
+class LossScaleTrend(Fact):
+    """How a run's (fp16) loss scale moved over the log."""
+
+    run: str = F("run name")
+    role: Role = F("role of the run")
+    source: Literal["log", "overflow_events", "absent"] = F("where the values came from: the per-iteration "
+                                                            "lines, DeepSpeed overflow lines, or nowhere")
+    trend: Literal["falling", "stable", "rising", "absent"] = F("overall direction of the loss scale")
+    first: Num | None = F("first loss scale seen", unit="scale")
+    last: Num | None = F("last loss scale seen", unit="scale")
+    min: Num | None = F("smallest loss scale seen", unit="scale")
+    max: Num | None = F("largest loss scale seen", unit="scale")
+    n_decreases: Int = F("times the logged scale went down", unit="count", default=0)
+    n_increases: Int = F("times the logged scale went up", unit="count", default=0)
+    collapsed: Bool = F("the scale fell to <= 1 from above, or ended >= 1024x below its maximum", default=False)
+
+
+@fact_type("spike_compare", collectors=_C, identity=("run", "against"))
+class SpikeCompare(Fact):
+    """Loss (and grad-norm) spikes of a target-side run against the reference: a point more than 10%
+    and 6 robust deviations above the median of the 10 points before it."""
+
+    run: str = F("compared run")
+    role: Role = F("role of the compared run")
+    against: str = F("reference run name", default="baseline")
+    target_spikes: Int = F("loss spikes in the compared run", unit="count")
+    baseline_spikes: Int = F("loss spikes in the reference", unit="count")
+    target_rate: Num = F("compared run: loss spikes per 1000 logged steps", unit="per 1000 steps")
+    baseline_rate: Num = F("reference: loss spikes per 1000 logged steps", unit="per 1000 steps")
+    rate_ratio: Num | None = F("target_rate / baseline_rate (inf when the reference has none; absent when "
+                               "neither has any)", unit="ratio")
+    target_first_spike_step: Int | None = F("first loss spike step of the compared run", unit="steps")
+    target_recovered: Int = F("compared-run spikes after which the loss came back within 10 points "
+                              "(rise-and-fall shape)", unit="count")
+    target_gn_spikes: Int = F("grad-norm spikes in the compared run", unit="count")
+    baseline_gn_spikes: Int = F("grad-norm spikes in the reference", unit="count")
+
+
+@fact_type("group_outlier", collectors=_C, identity=("run",))
+class GroupOutlier(Fact):
+    """One grouped run (same job on a different node group) measured against the other groups."""
+
+    run: str = F("grouped run name, e.g. 'target/group03'")
+    role: Role = F("role of the grouped runs")
+    group: str = F("group folder name")
+    mean_rel_err_vs_groups: Num | None = F("mean relative loss error against the median curve of the other "
+                                           "groups", unit="ratio")
+    mean_rel_err_vs_baseline: Num | None = F("mean relative loss error against the baseline", unit="ratio")
+    spikes: Int = F("loss spikes in this group's curve", unit="count")
+    nan_count: Int = F("non-finite points in this group's curve", unit="count")
+    z_score: Num | None = F("robust z-score of mean_rel_err_vs_groups among all groups (median/MAD)",
+                            unit="sigma")
+    is_outlier: Bool = F("z_score > 3.5 and mean_rel_err_vs_groups > 1%, or this group alone has NaN/spikes")
+    hosts: Optional[str] = F("hosts of the group from hosts.txt, comma-joined", match=False)
+
+
+@fact_type("group_summary", collectors=_C, identity=("role",))
+class GroupSummary(Fact):
+    """The grouped runs of one side taken together."""
+
+    role: Role = F("side holding grouped runs")
+    n_groups: Int = F("number of grouped runs with a parsed log", unit="count")
+    n_outliers: Int = F("groups flagged is_outlier", unit="count")
+    max_z_score: Num | None = F("largest group z_score", unit="sigma")
+    spread: Num | None = F("median over groups of mean_rel_err_vs_groups", unit="ratio")
+    outlier_groups: Optional[str] = F("outlier group names, comma-joined", match=False)
+    outlier_hosts: Optional[str] = F("hosts of the outlier groups, comma-joined", match=False)
+
+
+@fact_type("log_event", collectors=_C, identity=("run", "kind"))
+class LogEvent(Fact):
+    """Lines of one kind found in a run's log (rerun-state-machine verdicts, spike or silent-data
+    detectors, NaN checks, tracebacks, OOM, restarts), aggregated per run and kind."""
+
+    run: str = F("run name")
+    role: Role = F("role of the run")
+    kind: Literal[
+        "rerun_unexpected_result", "rerun_not_reproducible", "rerun_reproducible", "rerun_transient_error",
+        "rerun_persistent_error", "rerun_application_error", "spike_detected", "silent_data_check",
+        "nan_in_grad", "nan_detected", "traceback", "oom", "checkpoint_resume", "checkpoint_load",
+        "data_reloop", "terminated_by_signal", "overflow", "loss_scale_min", "restart",
+    ] = F("what the lines report")
+    count: Int = F("number of such lines", unit="count")
+    step: Int | None = F("first iteration the lines name (or the step logged before them)", unit="steps")
+    node: Optional[str] = F("host named by the lines (rerun machine, NaN check), when printed")
+    message: Optional[str] = F("first such line (shortened), for evidence", match=False)
