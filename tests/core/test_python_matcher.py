@@ -8,16 +8,9 @@ from engine.rulepack.loader import load_rules
 
 
 def _pack(tmp_path, when: str):
-    (tmp_path / "r.yaml").write_text(textwrap.dedent(f"""\
-        schema_version: 1
-        id: TST-001
-        name: t
-        failure_modes: [x.y]
-        when:
-        {textwrap.indent(textwrap.dedent(when), '  ')}
-        title: {{en: t}}
-        explanation: {{en: t}}
-        """))
+    head = "schema_version: 1\nid: TST-001\nname: t\nfailure_modes: [x.y]\nwhen:\n"
+    tail = "title: {en: t}\nexplanation: {en: t}\n"
+    (tmp_path / "r.yaml").write_text(head + textwrap.indent(textwrap.dedent(when), "  ") + tail)
     return compile_rules(load_rules(tmp_path))
 
 
