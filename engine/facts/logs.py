@@ -156,7 +156,7 @@ class LossScaleTrend(Fact):
 
     run: str = F("run name")
     role: Role = F("role of the run")
-    source: Literal["log", "overflow_events", "absent"] = F("where the values came from: the per-iteration "
+    values_from: Literal["log", "overflow_events", "absent"] = F("where the values came from: the per-iteration "
                                                             "lines, DeepSpeed overflow lines, or nowhere")
     trend: Literal["falling", "stable", "rising", "absent"] = F("overall direction of the loss scale")
     first: Num | None = F("first loss scale seen", unit="scale")

@@ -216,7 +216,7 @@ class ScaleTrend:
     def summary(self) -> dict:
         v = self.values[np.isfinite(self.values)]
         if v.size == 0:
-            return {"trend": "absent", "source": "absent"}
+            return {"trend": "absent", "values_from": "absent"}
         d = np.diff(v)
         dec, inc = int(np.sum(d < 0)), int(np.sum(d > 0))
         first, last, vmin, vmax = float(v[0]), float(v[-1]), float(v.min()), float(v.max())
@@ -228,7 +228,7 @@ class ScaleTrend:
             trend = "stable"
         # Collapse: fell to the scaler floor region (<= 1) from above, or lost >= 2^10 overall.
         collapsed = bool(vmax > 1.0 and (last <= 1.0 or last <= vmax / 1024.0))
-        return {"trend": trend, "source": self.source, "first": first, "last": last, "min": vmin,
+        return {"trend": trend, "values_from": self.source, "first": first, "last": last, "min": vmin,
                 "max": vmax, "n_decreases": dec, "n_increases": inc, "collapsed": collapsed}
 
 

@@ -133,9 +133,12 @@ class SeriesBuilder:
         self.events: list[Event] = []
         self.event_counts: dict[str, int] = {}
         self.sources: list[str] = []
+        self._last_step: int | None = None
 
     def add(self, item: Record | Event) -> None:
         if isinstance(item, Event):
+            if item.step is None and item.kind != "checkpoint_load":
+                item.step = self._last_step  # the step logged just before the line
             self.event_counts[item.kind] = self.event_counts.get(item.kind, 0) + 1
             if len(self.events) < MAX_EVENTS:
                 self.events.append(item)
@@ -149,6 +152,7 @@ class SeriesBuilder:
         n = self._ordinal.get(item.framework, 0) + 1
         self._ordinal[item.framework] = n
         cols.add(item, n)
+        self._last_step = int(cols.step[-1])
 
     def frameworks(self) -> dict[str, int]:
         return {k: len(v) for k, v in self._cols.items()}

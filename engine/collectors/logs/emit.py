@@ -1,0 +1,228 @@
+"""Turns step series into facts: per-run curve facts, target-vs-baseline symptom facts, rerun
+reproducibility, and outliers among grouped runs. Measurements only; tolerances live in rules."""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+
+from engine.collectors.logs import compare as cmp
+from engine.collectors.logs.series import StepSeries
+from engine.facts import Fact, make
+
+OUTLIER_Z = 3.5
+OUTLIER_MIN_ERR = 0.01
+
+
+def _f(x: float | None) -> float | None:
+    return None if x is None else float(x)
+
+
+def _src(*series: StepSeries) -> str:
+    seen: list[str] = []
+    for s in series:
+        for p in s.sources:
+            if p not in seen:
+                seen.append(p)
+    return ",".join(seen) or None  # type: ignore[return-value]
+
+
+def skipped_total(s: StepSeries) -> int:
+    return int(np.nansum(s.skipped)) if s.skipped.size else 0
+
+
+def series_facts(s: StepSeries) -> Iterable[Fact]:
+    """loss_series, loss_scale_trend and log_event facts of one run."""
+    fin = s.loss[np.isfinite(s.loss)]
+    nan_w = cmp.nan_weights(s)
+    yield make("loss_series", role=s.role, run=s.run, group=s.group, framework=s.framework, n_points=len(s),
+               first_step=int(s.steps[0]) if len(s) else None, last_step=int(s.steps[-1]) if len(s) else None,
+               log_interval=s.log_interval, windowed=s.windowed, step_inferred=s.step_inferred,
+               first_loss=_f(s.loss[0]) if len(s) else None, last_loss=_f(s.loss[-1]) if len(s) else None,
+               min_loss=_f(fin.min()) if fin.size else None, nan_count=int(nan_w.sum()),
+               first_nan_step=cmp.first_step_where(s.steps, nan_w > 0), skipped_count=skipped_total(s),
+               overflow_events=s.event_counts.get("overflow", 0), restarts=s.restarts,
+               has_grad_norm=s.has_grad_norm, has_loss_scale=s.has_loss_scale, eval_points=s.eval_records,
+               source=_src(s))
+    trend = cmp.scale_trend(s).summary()
+    yield make("loss_scale_trend", run=s.run, role=s.role, source=_src(s), **trend)
+    yield from event_facts(s)
+
+
+def event_facts(s: StepSeries) -> Iterable[Fact]:
+    by_kind: dict[str, list] = {}
+    for e in s.events:
+        by_kind.setdefault(e.kind, []).append(e)
+    for kind, count in sorted(s.event_counts.items()):
+        evs = by_kind.get(kind, [])
+        first = evs[0] if evs else None
+        step = next((e.step for e in evs if e.step is not None), None)
+        node = next((e.node for e in evs if e.node), None)
+        yield make("log_event", run=s.run, role=s.role, kind=kind, count=count, step=step, node=node,
+                   message=first.message if first else None, source=_src(s))
+    if s.restarts and "restart" not in s.event_counts:
+        yield make("log_event", run=s.run, role=s.role, kind="restart", count=s.restarts, source=_src(s))
+
+
+def compare_facts(t: StepSeries, b: StepSeries, noise: float | None) -> Iterable[Fact]:
+    """loss_compare, grad_norm_compare, nan_compare and spike_compare of `t` against `b`."""
+    src = _src(t, b)
+    ident = dict(run=t.run, role=t.role, against=b.run)
+    d = cmp.CurveDiff.of(t, b, "loss")
+    n = int(d.steps.size)
+    band = max(noise, 0.001) if noise is not None else cmp.DEFAULT_LOSS_BAND
+    early, late = cmp.thirds(n)
+    loss_div = cmp.first_sustained(d.err, d.steps, band) if n else None
+    ratio_mean, ratio_cv = cmp.ratio_stats(d)
+    mean = d.mean()
+    t_last = int(t.steps[-1]) if len(t) else None
+    b_last = int(b.steps[-1]) if len(b) else None
+    over = cmp.first_step_where(d.steps, ~(d.err <= 0.01)) if n else None
+    yield make("loss_compare", **ident, steps_compared=n,
+               first_step=int(d.steps[0]) if n else None, last_step=int(d.steps[-1]) if n else None,
+               run_last_step=t_last, against_last_step=b_last,
+               stopped_early=bool(t_last is not None and b_last is not None and t_last < b_last),
+               first_step_rel_err=_f(d.err[0]) if n else None,
+               first_step_abs_err=_f(abs(d.t[0] - d.b[0])) if n else None,
+               first_rel_err_over_1pct_step=over,
+               mean_rel_err=mean, mean_rel_err_early=d.mean(early) if n else None,
+               mean_rel_err_late=d.mean(late) if n else None,
+               max_rel_err=_f(np.max(d.err)) if n else None,
+               mean_signed_rel_err=_nanmean(d.signed), final_rel_err=cmp.final_rel_err(d),
+               drift_slope=cmp.drift_slope(d.steps, d.signed) if n else None,
+               ratio_mean=ratio_mean, ratio_cv=ratio_cv, noise_band=noise, band_used=band,
+               within_noise_band=(mean <= noise) if (noise is not None and mean is not None) else None,
+               first_divergence_step=loss_div, source=src)
+
+    if t.has_grad_norm and b.has_grad_norm:
+        g = cmp.CurveDiff.of(t, b, "grad_norm")
+        ok = ~(np.isnan(g.t) & np.isnan(g.b))
+        steps, err = g.steps[ok], g.err[ok]
+        gn_div = cmp.first_sustained(err, steps, cmp.DEFAULT_GRAD_BAND) if steps.size else None
+        departs = None
+        lead = None
+        if gn_div is not None:
+            departs = loss_div is None or gn_div < loss_div
+            lead = (loss_div - gn_div) if loss_div is not None else None
+        yield make("grad_norm_compare", **ident, steps_compared=int(steps.size),
+                   first_step_rel_err=_f(err[0]) if steps.size else None,
+                   mean_rel_err=_nanmean(err), max_rel_err=_f(np.max(err)) if steps.size else None,
+                   first_divergence_step=gn_div, loss_divergence_step=loss_div, departs_before_loss=departs,
+                   lead_steps=lead, late_growth_ratio=_growth_ratio(g.t[ok], g.b[ok]), source=src)
+
+    tw, bw = cmp.nan_weights(t), cmp.nan_weights(b)
+    ts, bs = np.nan_to_num(t.skipped, nan=0.0), np.nan_to_num(b.skipped, nan=0.0)
+    yield make("nan_compare", **ident, target_nan_count=int(tw.sum()), baseline_nan_count=int(bw.sum()),
+               target_skipped_count=skipped_total(t), baseline_skipped_count=skipped_total(b),
+               target_first_nan_step=cmp.first_step_where(t.steps, tw > 0),
+               baseline_first_nan_step=cmp.first_step_where(b.steps, bw > 0),
+               target_max_nan_50=int(cmp.max_in_window(t.steps, tw)),
+               baseline_max_nan_50=int(cmp.max_in_window(b.steps, bw)),
+               target_max_skipped_50=int(cmp.max_in_window(t.steps, ts)),
+               baseline_max_skipped_50=int(cmp.max_in_window(b.steps, bs)),
+               target_overflow_events=t.event_counts.get("overflow", 0),
+               baseline_overflow_events=b.event_counts.get("overflow", 0), source=src)
+
+    tsp, bsp = cmp.find_spikes(t.steps, t.loss), cmp.find_spikes(b.steps, b.loss)
+    t_rate = 1000.0 * len(tsp.steps) / max(_span(t), 1)
+    b_rate = 1000.0 * len(bsp.steps) / max(_span(b), 1)
+    ratio = None
+    if tsp.steps or bsp.steps:
+        ratio = t_rate / b_rate if b_rate > 0 else math.inf
+    yield make("spike_compare", **ident, target_spikes=len(tsp.steps), baseline_spikes=len(bsp.steps),
+               target_rate=t_rate, baseline_rate=b_rate, rate_ratio=ratio,
+               target_first_spike_step=tsp.steps[0] if tsp.steps else None, target_recovered=tsp.recovered,
+               target_gn_spikes=len(cmp.find_spikes(t.steps, t.grad_norm).steps),
+               baseline_gn_spikes=len(cmp.find_spikes(b.steps, b.grad_norm).steps), source=src)
+
+
+def _span(s: StepSeries) -> int:
+    return int(s.steps[-1] - s.steps[0] + 1) if len(s) else 0
+
+
+def _nanmean(x: np.ndarray) -> float | None:
+    fin = x[np.isfinite(x)]
+    return float(fin.mean()) if fin.size else None
+
+
+def _growth_ratio(t: np.ndarray, b: np.ndarray) -> float | None:
+    early, late = cmp.thirds(t.size)
+    vals = []
+    for arr in (t, b):
+        e, l_ = arr[early], arr[late]
+        e, l_ = e[np.isfinite(e)], l_[np.isfinite(l_)]
+        if not e.size or not l_.size or abs(e.mean()) < cmp.EPS:
+            return None
+        vals.append(l_.mean() / e.mean())
+    return float(vals[0] / vals[1]) if abs(vals[1]) > cmp.EPS else None
+
+
+def rerun_fact(run: StepSeries, rerun: StepSeries) -> Fact:
+    steps, a, b = cmp.align(run, rerun, "loss")
+    _, ga, gb = cmp.align(run, rerun, "grad_norm")
+    same = _same(a, b) & _same(ga, gb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        err = cmp.rel_err(a, b)
+    fin = err[np.isfinite(err)]
+    diff_idx = np.flatnonzero(~same)
+    return make("rerun_compare", role=run.role, run=run.run, rerun=rerun.run, steps_compared=int(steps.size),
+                identical=bool(steps.size and same.all()),
+                first_step_identical=bool(steps.size and _same(a[:1], b[:1]).all()),
+                first_diff_step=int(steps[diff_idx[0]]) if diff_idx.size else None,
+                max_rel_diff=float(fin.max()) if fin.size else None,
+                mean_rel_diff=float(fin.mean()) if fin.size else None, source=_src(run, rerun))
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+def group_facts(groups: list[StepSeries], baseline: StepSeries | None) -> Iterable[Fact]:
+    """group_outlier per grouped run and one group_summary: each group against the median curve of
+    the other groups (a faulty node group stands out from its siblings, whatever the baseline does)."""
+    groups = [g for g in groups if len(g)]
+    if len(groups) < 2:
+        return
+    devs: list[float | None] = []
+    for i, g in enumerate(groups):
+        others = [o for j, o in enumerate(groups) if j != i]
+        devs.append(_err_vs_median(g, others))
+    finite = np.array([d for d in devs if d is not None], dtype=float)
+    med = float(np.median(finite)) if finite.size else 0.0
+    mad = float(np.median(np.abs(finite - med))) * 1.4826 if finite.size else 0.0
+    spikes = [len(cmp.find_spikes(g.steps, g.loss).steps) for g in groups]
+    nans = [int(cmp.nan_weights(g).sum()) for g in groups]
+    outliers: list[StepSeries] = []
+    zs: list[float] = []
+    for g, dev, sp, nn in zip(groups, devs, spikes, nans):
+        z = None
+        if dev is not None:
+            z = (dev - med) / max(mad, 1e-6 * max(med, 1e-12), 1e-12)
+            zs.append(z)
+        alone = (sp > 0 and sum(1 for x in spikes if x > 0) == 1) or (nn > 0 and sum(1 for x in nans if x > 0) == 1)
+        is_out = bool((z is not None and z > OUTLIER_Z and dev > OUTLIER_MIN_ERR) or alone)
+        if is_out:
+            outliers.append(g)
+        vs_base = cmp.CurveDiff.of(g, baseline).mean() if baseline is not None and len(baseline) else None
+        yield make("group_outlier", run=g.run, role=g.role, group=g.group or g.run, mean_rel_err_vs_groups=dev,
+                   mean_rel_err_vs_baseline=vs_base, spikes=sp, nan_count=nn, z_score=z, is_outlier=is_out,
+                   hosts=",".join(g.hosts) or None, source=_src(g))
+    yield make("group_summary", role=groups[0].role, n_groups=len(groups), n_outliers=len(outliers),
+               max_z_score=max(zs) if zs else None, spread=med if finite.size else None,
+               outlier_groups=",".join(g.group or g.run for g in outliers) or None,
+               outlier_hosts=",".join(h for g in outliers for h in g.hosts) or None, source=_src(*groups))
+
+
+def _err_vs_median(g: StepSeries, others: list[StepSeries]) -> float | None:
+    steps = g.steps
+    for o in others:
+        steps = np.intersect1d(steps, o.steps)
+    if steps.size == 0:
+        return None
+    mine = g.loss[np.searchsorted(g.steps, steps)]
+    ref = np.nanmedian(np.vstack([o.loss[np.searchsorted(o.steps, steps)] for o in others]), axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        err = cmp.rel_err(mine, ref)
+    fin = err[np.isfinite(err)]
+    return float(fin.mean()) if fin.size else None

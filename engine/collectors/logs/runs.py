@@ -1,0 +1,252 @@
+"""From a discovered case to step series and facts: which files of a run are logs (sniffing by
+content), reading them with the built-in and declared formats, choosing the curve of each run,
+and pairing runs (target vs baseline, reruns, grouped runs) for the comparison facts."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from engine.collectors.base import Artefact, Case, RunDir
+from engine.collectors.logs import emit
+from engine.collectors.logs.formats import builtin_parsers
+from engine.collectors.logs.formats.declared import TOP_KEY, DeclaredFormat, DeclaredParser, load_declared_formats
+from engine.collectors.logs.formats.hf import read_trainer_state
+from engine.collectors.logs.model import Record
+from engine.collectors.logs.reader import ReadStats, iter_log, looks_binary, parse_lines
+from engine.collectors.logs.series import SeriesBuilder, StepSeries
+from engine.errors import PrecdxError, Warnings
+from engine.facts import Fact
+
+LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ""}
+MIN_MIXED_SHARE = 0.2  # a second format with at least this share of records is "mixed formats"
+
+
+def _flavour(framework: str, head: str) -> str:
+    """Refine the Megatron family from file content: forks print the same iteration line."""
+    if framework != "megatron":
+        return framework
+    low = head.lower()
+    if "mindspeed" in low:
+        return "mindspeed-llm"
+    if "consumed tokens" in low or "deepspeed" in low:
+        return "megatron-deepspeed"
+    return framework
+
+
+def sniff_file(path: Path, head: bytes) -> Artefact | None:
+    """A training log, trainer_state.json or declared-format YAML, recognised by content."""
+    if not head or looks_binary(head):
+        return None
+    text = head.decode("utf-8", errors="replace")
+    if path.suffix == ".json":
+        if '"log_history"' in text:
+            return Artefact(path=path, kind="log.trainer_state", detail="hf_trainer_state")
+        return None
+    if path.suffix in (".yaml", ".yml"):
+        if f"{TOP_KEY}:" in text:
+            return Artefact(path=path, kind="log.format", detail="declared")
+        return None
+    lines = text.splitlines()
+    if lines and not head.endswith(b"\n"):
+        lines = lines[:-1]  # the head may cut a line in half
+    counts: dict[str, int] = {}
+    for item in parse_lines(lines):
+        if isinstance(item, Record):
+            counts[item.framework] = counts.get(item.framework, 0) + 1
+    if counts:
+        best = max(counts, key=counts.get)
+        return Artefact(path=path, kind="log", detail=_flavour(best, text))
+    if path.suffix in (".log", ".out") and path.name not in ("hosts.txt",):
+        return Artefact(path=path, kind="log", detail="unrecognised")
+    return None
+
+
+def _fallback_artefacts(run: RunDir) -> list[Artefact]:
+    """Without discovery, look at the run folder itself (logs at top level, HF checkpoints)."""
+    found: list[Artefact] = []
+    candidates = [p for p in sorted(run.root.iterdir()) if p.is_file()] if run.root.is_dir() else []
+    candidates += sorted(run.root.glob("output/checkpoint-*/trainer_state.json"))
+    candidates += sorted(run.root.glob("checkpoint-*/trainer_state.json"))
+    for p in candidates:
+        try:
+            with open(p, "rb") as fh:
+                head = fh.read(64 * 1024)
+        except OSError:
+            continue
+        art = sniff_file(p, head)
+        if art is not None:
+            found.append(art)
+    return found
+
+
+def _declared(case: Case, run: RunDir, arts: list[Artefact], warnings: Warnings) -> list[DeclaredFormat]:
+    paths = [a.path for a in arts if a.kind == "log.format"]
+    if case.root is not None:
+        paths += [p for p in sorted(Path(case.root).glob("*.y*ml")) if p not in paths and _is_format_file(p)]
+    out: list[DeclaredFormat] = []
+    for p in paths:
+        try:
+            out.extend(load_declared_formats(p))
+        except PrecdxError as exc:
+            warnings.add(f"log format file ignored: {exc.message}", path=str(p), line=exc.line)
+    return out
+
+
+def _is_format_file(p: Path) -> bool:
+    try:
+        with open(p, "rb") as fh:
+            return f"{TOP_KEY}:".encode() in fh.read(64 * 1024)
+    except OSError:
+        return False
+
+
+def load_run_series(case: Case, run: RunDir, warnings: Warnings) -> StepSeries | None:
+    """The step series of one run, or None (with a warning naming the files) when none parses."""
+    arts = [a for a in run.artefacts if a.kind == "log" or a.kind.startswith("log.")]
+    if not arts:
+        arts = _fallback_artefacts(run)
+    declared = _declared(case, run, arts, warnings)
+    logs = [a for a in arts if a.kind == "log"]
+    states = [a for a in arts if a.kind == "log.trainer_state"]
+    if not logs and not states:
+        return None
+    per_file: list[tuple[Path, SeriesBuilder, ReadStats | None]] = []
+    for art in logs:
+        b = SeriesBuilder(run.name, run.role)
+        stats = ReadStats(str(art.path))
+        parsers = [DeclaredParser(f) for f in declared] + builtin_parsers()
+        try:
+            for item in iter_log(art.path, stats, parsers):
+                b.add(item)
+        except OSError as exc:
+            warnings.add(f"cannot read log: {exc.strerror or exc}", path=str(art.path))
+            continue
+        _file_warnings(art.path, stats, b, warnings)
+        b.sources.append(str(art.path))
+        b.flavour_head = _head_text(art.path)  # type: ignore[attr-defined]
+        per_file.append((art.path, b, stats))
+    for art in sorted(states, key=lambda a: _checkpoint_step(a.path)):
+        recs = read_trainer_state(art.path, warnings)
+        if recs:
+            b = SeriesBuilder(run.name, run.role)
+            for r in recs:
+                b.add(r)
+            b.sources.append(str(art.path))
+            per_file.append((art.path, b, None))
+    # The richest source is the run's curve: most points, trainer_state.json winning ties
+    # (exact values and steps), then the log with the most records.
+    usable = [(p, b) for p, b, _ in per_file if b.primary() is not None]
+    if not usable:
+        return None
+    path, best = max(usable, key=lambda pb: (max(pb[1].frameworks().values()),
+                                             pb[1].primary() == "hf_trainer_state"))
+    series = best.build()
+    if series is None:
+        return None
+    # Events and provenance from every file of the run (a trainer_state has no events).
+    for p, b, _ in per_file:
+        if b is best:
+            continue
+        for kind, n in b.event_counts.items():
+            series.event_counts[kind] = series.event_counts.get(kind, 0) + n
+        series.events.extend(b.events)
+        if b.frameworks():
+            series.sources.append(str(p))
+    head = getattr(best, "flavour_head", "")
+    series.framework = _flavour(series.framework, head)
+    series.group, series.hosts = run.group, list(run.hosts)
+    return series
+
+
+def _checkpoint_step(path: Path) -> int:
+    try:
+        return int(path.parent.name.rsplit("-", 1)[-1])
+    except ValueError:
+        return -1
+
+
+def _head_text(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(64 * 1024).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _file_warnings(path: Path, stats: ReadStats, b: SeriesBuilder, warnings: Warnings) -> None:
+    where = str(path)
+    if stats.binary:
+        warnings.add("binary content, not a text log; skipped", path=where)
+        return
+    if stats.bytes == 0:
+        warnings.add("empty log file", path=where)
+        return
+    counts = b.frameworks()
+    if not counts:
+        warnings.add("no training-iteration lines of a known format found (declare the format in a "
+                     f"'{TOP_KEY}' YAML if this is a training log)", path=where)
+        return
+    if stats.truncated_last_line:
+        warnings.add("last line has no newline (log cut off or still being written); parsed as far as "
+                     "it goes", path=where, line=stats.lines)
+    if stats.cut_lines:
+        warnings.add(f"{stats.cut_lines} line(s) longer than 1 MiB were cut", path=where)
+    main = max(counts.values())
+    # The DeepSpeed engine line rides along with client logs by design; anything else is mixed.
+    others = {k: v for k, v in counts.items() if v != main and k != "deepspeed" and v >= MIN_MIXED_SHARE * main}
+    if len([v for v in counts.values() if v == main]) > 1 or others:
+        warnings.add("mixed log formats in one file (" + ", ".join(f"{k}: {v} lines" for k, v in
+                     sorted(counts.items())) + "); using the most frequent", path=where)
+
+
+def collect_case(case: Case, warnings: Warnings) -> Iterable[Fact]:
+    """All log facts of a case. Never raises on bad input: problems become warnings."""
+    series: dict[str, StepSeries] = {}
+    for run in case.runs:
+        s = load_run_series(case, run, warnings)
+        if s is None:
+            if run.artefacts or run.root.is_dir():
+                warnings.add(f"no usable training log for run '{run.name}'", path=str(run.root))
+            continue
+        if len(s) == 0:
+            warnings.add(f"run '{run.name}': log parsed but holds no training points", path=str(run.root))
+            continue
+        series[run.name] = s
+    yield from facts_for(series.values())
+
+
+def facts_for(all_series: Iterable[StepSeries]) -> Iterable[Fact]:
+    """Facts of already-built series (roles and groups taken from the series)."""
+    runs = list(all_series)
+    for s in runs:
+        yield from emit.series_facts(s)
+    by_role: dict[str, list[StepSeries]] = {}
+    for s in runs:
+        by_role.setdefault(s.role, []).append(s)
+    baseline = _main(by_role.get("baseline", []))
+    baseline_rerun = _main(by_role.get("baseline_rerun", []))
+    noise = None
+    if baseline is not None and baseline_rerun is not None:
+        from engine.collectors.logs.compare import noise_band
+        noise = noise_band(baseline_rerun, baseline)
+        yield emit.rerun_fact(baseline, baseline_rerun)
+    target = _main(by_role.get("target", []))
+    target_rerun = _main(by_role.get("target_rerun", []))
+    if target is not None and target_rerun is not None:
+        yield emit.rerun_fact(target, target_rerun)
+    if baseline is not None:
+        for role in ("target", "target_rerun"):
+            for s in by_role.get(role, []):
+                yield from emit.compare_facts(s, baseline, noise)
+    for role, members in by_role.items():
+        grouped = [s for s in members if s.group]
+        if len(grouped) >= 2:
+            yield from emit.group_facts(grouped, baseline)
+
+
+def _main(members: list[StepSeries]) -> StepSeries | None:
+    """The run representing a role: the ungrouped one, else the first group."""
+    if not members:
+        return None
+    plain = [s for s in members if not s.group]
+    return (plain or members)[0]
