@@ -198,12 +198,16 @@ class GroupOutlier(Fact):
     group: str = F("group folder name")
     mean_rel_err_vs_groups: Num | None = F("mean relative loss error against the median curve of the other "
                                            "groups", unit="ratio")
+    gn_rel_err_vs_groups: Num | None = F("mean relative grad-norm error against the median grad-norm curve of "
+                                         "the other groups", unit="ratio")
     mean_rel_err_vs_baseline: Num | None = F("mean relative loss error against the baseline", unit="ratio")
     spikes: Int = F("loss spikes in this group's curve", unit="count")
+    gn_spikes: Int = F("grad-norm spikes in this group's curve", unit="count")
     nan_count: Int = F("non-finite points in this group's curve", unit="count")
-    z_score: Num | None = F("robust z-score of mean_rel_err_vs_groups among all groups (median/MAD)",
-                            unit="sigma")
-    is_outlier: Bool = F("z_score > 3.5 and mean_rel_err_vs_groups > 1%, or this group alone has NaN/spikes")
+    z_score: Num | None = F("larger robust z-score (median/MAD, MAD floored, capped at 1e6) of the group's loss "
+                            "and grad-norm deviation among all groups", unit="sigma")
+    is_outlier: Bool = F("loss deviation z > 3.5 and > 0.01%, or grad-norm deviation z > 3.5 and > 1%, or "
+                         "this group alone has NaN points, loss spikes or grad-norm spikes")
     hosts: Optional[str] = F("hosts of the group from hosts.txt, comma-joined", match=False)
 
 

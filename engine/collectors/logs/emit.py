@@ -3,6 +3,7 @@ reproducibility, and outliers among grouped runs. Measurements only; tolerances 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Iterable
 
 import numpy as np
@@ -12,7 +13,8 @@ from engine.collectors.logs.series import StepSeries
 from engine.facts import Fact, make
 
 OUTLIER_Z = 3.5
-OUTLIER_MIN_ERR = 0.01
+OUTLIER_MIN_LOSS_ERR = 1e-4   # a group's loss off its siblings by > 0.01% with a large z
+OUTLIER_MIN_GN_ERR = 0.01     # a group's grad norm off its siblings by > 1% with a large z
 
 
 def _f(x: float | None) -> float | None:
@@ -179,50 +181,65 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def group_facts(groups: list[StepSeries], baseline: StepSeries | None) -> Iterable[Fact]:
-    """group_outlier per grouped run and one group_summary: each group against the median curve of
-    the other groups (a faulty node group stands out from its siblings, whatever the baseline does)."""
+    """group_outlier per grouped run and one group_summary: each group's loss and grad norm against
+    the median curves of the other groups (a faulty node group stands out from its siblings,
+    whatever the baseline does)."""
     groups = [g for g in groups if len(g)]
     if len(groups) < 2:
         return
-    devs: list[float | None] = []
-    for i, g in enumerate(groups):
-        others = [o for j, o in enumerate(groups) if j != i]
-        devs.append(_err_vs_median(g, others))
-    finite = np.array([d for d in devs if d is not None], dtype=float)
-    med = float(np.median(finite)) if finite.size else 0.0
-    mad = float(np.median(np.abs(finite - med))) * 1.4826 if finite.size else 0.0
+    loss_dev = [_err_vs_median(g, [o for o in groups if o is not g], "loss") for g in groups]
+    gn_dev = [_err_vs_median(g, [o for o in groups if o is not g], "grad_norm") for g in groups]
+    loss_z, gn_z = _robust_z(loss_dev), _robust_z(gn_dev)
     spikes = [len(cmp.find_spikes(g.steps, g.loss).steps) for g in groups]
+    gn_spikes = [len(cmp.find_spikes(g.steps, g.grad_norm).steps) for g in groups]
     nans = [int(cmp.nan_weights(g).sum()) for g in groups]
     outliers: list[StepSeries] = []
     zs: list[float] = []
-    for g, dev, sp, nn in zip(groups, devs, spikes, nans):
-        z = None
-        if dev is not None:
-            z = (dev - med) / max(mad, 1e-6 * max(med, 1e-12), 1e-12)
+    for i, g in enumerate(groups):
+        cands = [z for z in (loss_z[i], gn_z[i]) if z is not None]
+        z = max(cands) if cands else None
+        if z is not None:
             zs.append(z)
-        alone = (sp > 0 and sum(1 for x in spikes if x > 0) == 1) or (nn > 0 and sum(1 for x in nans if x > 0) == 1)
-        is_out = bool((z is not None and z > OUTLIER_Z and dev > OUTLIER_MIN_ERR) or alone)
+        big = ((loss_z[i] or 0) > OUTLIER_Z and (loss_dev[i] or 0) > OUTLIER_MIN_LOSS_ERR) or \
+              ((gn_z[i] or 0) > OUTLIER_Z and (gn_dev[i] or 0) > OUTLIER_MIN_GN_ERR)
+        alone = any(v[i] > 0 and sum(1 for x in v if x > 0) == 1 for v in (spikes, gn_spikes, nans))
+        is_out = bool(big or alone)
         if is_out:
             outliers.append(g)
         vs_base = cmp.CurveDiff.of(g, baseline).mean() if baseline is not None and len(baseline) else None
-        yield make("group_outlier", run=g.run, role=g.role, group=g.group or g.run, mean_rel_err_vs_groups=dev,
-                   mean_rel_err_vs_baseline=vs_base, spikes=sp, nan_count=nn, z_score=z, is_outlier=is_out,
-                   hosts=",".join(g.hosts) or None, source=_src(g))
+        yield make("group_outlier", run=g.run, role=g.role, group=g.group or g.run,
+                   mean_rel_err_vs_groups=loss_dev[i], gn_rel_err_vs_groups=gn_dev[i],
+                   mean_rel_err_vs_baseline=vs_base, spikes=spikes[i], gn_spikes=gn_spikes[i], nan_count=nans[i],
+                   z_score=z, is_outlier=is_out, hosts=",".join(g.hosts) or None, source=_src(g))
+    finite = [d for d in loss_dev if d is not None]
     yield make("group_summary", role=groups[0].role, n_groups=len(groups), n_outliers=len(outliers),
-               max_z_score=max(zs) if zs else None, spread=med if finite.size else None,
+               max_z_score=max(zs) if zs else None, spread=float(np.median(finite)) if finite else None,
                outlier_groups=",".join(g.group or g.run for g in outliers) or None,
                outlier_hosts=",".join(h for g in outliers for h in g.hosts) or None, source=_src(*groups))
 
 
-def _err_vs_median(g: StepSeries, others: list[StepSeries]) -> float | None:
+def _robust_z(values: list[float | None]) -> list[float | None]:
+    """(x - median) / (1.4826 MAD), the MAD floored so identical siblings do not give infinite z;
+    capped at 1e6 to stay readable."""
+    fin = np.array([v for v in values if v is not None], dtype=float)
+    if fin.size == 0:
+        return [None] * len(values)
+    med = float(np.median(fin))
+    mad = max(float(np.median(np.abs(fin - med))) * 1.4826, 1e-6, 1e-3 * abs(med))
+    return [None if v is None else float(min((v - med) / mad, 1e6)) for v in values]
+
+
+def _err_vs_median(g: StepSeries, others: list[StepSeries], name: str) -> float | None:
     steps = g.steps
     for o in others:
         steps = np.intersect1d(steps, o.steps)
     if steps.size == 0:
         return None
-    mine = g.loss[np.searchsorted(g.steps, steps)]
-    ref = np.nanmedian(np.vstack([o.loss[np.searchsorted(o.steps, steps)] for o in others]), axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    pick = (lambda s: s.loss) if name == "loss" else (lambda s: s.grad_norm)
+    mine = pick(g)[np.searchsorted(g.steps, steps)]
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns are expected (no grad norm)
+        ref = np.nanmedian(np.vstack([pick(o)[np.searchsorted(o.steps, steps)] for o in others]), axis=0)
         err = cmp.rel_err(mine, ref)
     fin = err[np.isfinite(err)]
     return float(fin.mean()) if fin.size else None

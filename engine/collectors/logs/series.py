@@ -195,9 +195,17 @@ class SeriesBuilder:
             if aux is not None and aux.steps.size:
                 lookup = dict(zip(aux.steps.tolist(), aux.skipped.tolist()))
                 skipped = np.array([lookup.get(s, _NAN) for s in steps[keep].tolist()], dtype=np.float64)
+        steps_k, loss, loss_bad = steps[keep], cols["loss"][keep], cols["loss_bad"][keep].astype(bool)
+        if framework in WINDOWED and steps_k.size:
+            # Megatron averages only non-skipped iterations: a window whose every iteration was
+            # skipped has no loss (it prints 0.0 or drops the key); that is a skip, not a NaN.
+            gap = np.diff(steps_k, prepend=steps_k[0] - (int(np.median(np.diff(steps_k))) if steps_k.size > 1 else 1))
+            all_skipped = ~np.isnan(skipped) & (skipped >= np.maximum(gap, 1))
+            loss = np.where(all_skipped, np.nan, loss)
+            loss_bad = loss_bad & ~all_skipped
         return StepSeries(
-            run=self.run, role=self.role, framework=framework, steps=steps[keep],
-            loss=cols["loss"][keep], loss_bad=cols["loss_bad"][keep].astype(bool),
+            run=self.run, role=self.role, framework=framework, steps=steps_k,
+            loss=loss, loss_bad=loss_bad,
             grad_norm=cols["gn"][keep], gn_bad=cols["gn_bad"][keep].astype(bool), lr=cols["lr"][keep],
             loss_scale=cols["scale"][keep], skipped=skipped, nan_iters=cols["nan_iters"][keep],
             windowed=framework in WINDOWED, step_inferred=c.inferred > 0, restarts=restarts,
