@@ -26,6 +26,8 @@ class EntryName:
         if not self.is_module:
             return None
         parts = self.base.split(".")[1:-1]
+        while len(parts) > 1 and parts[0] == "module":
+            parts = parts[1:]  # DDP/Float16Module wrappers add "module." levels users never write
         return ".".join(parts) or None
 
 

@@ -1,0 +1,279 @@
+"""Our own comparison of two dumps of the same step and rank, in one streaming pass.
+
+Both dump.json files are read entry by entry at the same pace; an entry is paired with the other
+side's entry of the same name (API name + call index + direction, shapes checked) as soon as both
+have been seen, compared, and dropped. Only unpaired entries and a small index of output
+statistics (to find which earlier call produced a tensor) are kept, so memory stays far below the
+size of the files. Leftovers are paired by a fallback (same API and input shapes at a shifted call
+index) and what still has no partner is a structure difference.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from engine.collectors.msprobe.dumpdir import DumpHeader, DumpReadError, iter_entries, read_header
+from engine.collectors.msprobe.entries import Entry, TensorInfo
+from engine.collectors.msprobe.verdicts import DIVERGE, ApiDiff, compare_api
+
+_INIT_OPS = ("empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
+             "empty_with_format")
+
+
+def tensor_key(t: TensorInfo) -> int | None:
+    """Identity of a tensor's content for producer look-up: element count and extreme values
+    survive the view/transpose/cast ops msprobe does not dump."""
+    if t.kind != "tensor" or t.abnormal() or t.max is None or t.min is None:
+        return None
+    return hash((t.numel, t.max, t.min))
+
+
+@dataclass
+class SideScan:
+    """What one dump told while it streamed past."""
+
+    path: Path
+    header: DumpHeader
+    entries: int = 0
+    apis: int = 0
+    modules: int = 0
+    nonfinite: int = 0
+    complete: bool = True
+    error: str | None = None
+    summary_mode: str = "none"
+    first_abnormal: Entry | None = None          # first API entry with NaN/Inf
+    first_abnormal_module: Entry | None = None   # first module entry with NaN/Inf (L0 dumps)
+    abnormal_param_shapes: set = field(default_factory=set)
+    param_keys: set = field(default_factory=set)
+    producers: dict = field(default_factory=dict)  # tensor_key -> earliest order producing it
+    keep_producers: bool = False
+    _modes: Counter = field(default_factory=Counter)
+
+    def observe(self, e: Entry) -> None:
+        self.entries += 1
+        if e.name.is_module:
+            self.modules += 1
+        else:
+            self.apis += 1
+        abnormal = False
+        for t in e.inputs + e.params + e.outputs:
+            if t.kind != "tensor":
+                continue
+            if t.md5 is not None:
+                self._modes["xor" if t.max is None and t.norm is None else "md5"] += 1
+            elif t.max is not None or t.norm is not None:
+                self._modes["statistics"] += 1
+            if t.abnormal():
+                abnormal = True
+        for t in e.params:
+            key = tensor_key(t)
+            if key is not None:
+                self.param_keys.add(key)
+            if t.abnormal():
+                self.abnormal_param_shapes.add(t.shape)
+        if abnormal and e.name.base.rsplit(".", 1)[-1] not in _INIT_OPS:
+            self.nonfinite += 1
+            if e.name.is_module:
+                if self.first_abnormal_module is None:
+                    self.first_abnormal_module = e
+            elif self.first_abnormal is None:
+                self.first_abnormal = e
+        if self.keep_producers and not e.name.is_module:
+            for t in e.outputs:
+                key = tensor_key(t)
+                if key is not None:
+                    self.producers.setdefault(key, e.order)
+
+    def finish(self) -> None:
+        if self._modes:
+            self.summary_mode = self._modes.most_common(1)[0][0]
+            if self.summary_mode == "statistics" and self._modes.get("md5"):
+                self.summary_mode = "md5"
+        if self.header.task == "structure":
+            self.summary_mode = "none"
+
+    @property
+    def nan_entry(self) -> Entry | None:
+        return self.first_abnormal or self.first_abnormal_module
+
+
+@dataclass
+class Candidate:
+    """A paired API that departs; the earliest one in the run's order is the first divergence."""
+
+    a: Entry
+    b: Entry
+    diff: ApiDiff
+    matched_by: str
+
+
+@dataclass
+class PassResult:
+    """Everything one comparison pass found."""
+
+    run: SideScan
+    against: SideScan | None
+    mode: str = "statistics"
+    n_compared: int = 0
+    n_error: int = 0
+    n_warning: int = 0
+    n_diverged: int = 0
+    n_fallback: int = 0
+    max_out_err: float = 0.0
+    first: Candidate | None = None
+    first_module: Candidate | None = None
+    weak_outputs: dict = field(default_factory=dict)    # order -> output error above INPUT_MATCH
+    run_only: Counter = field(default_factory=Counter)  # (kind, name) -> extra calls
+    against_only: Counter = field(default_factory=Counter)
+    nan_twin_abnormal: bool | None = None   # the other dump's entry of run.nan_entry is non-finite
+    skip_modules: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def _scanned(path: Path, scan: SideScan, on_entry: Callable[[int], None] | None) -> Iterator[Entry]:
+    try:
+        for e in iter_entries(path):
+            scan.observe(e)
+            if on_entry is not None and scan.entries % 2048 == 0:
+                on_entry(scan.entries)
+            yield e
+    except DumpReadError as exc:
+        scan.complete = False
+        scan.error = f"{exc} (after {exc.entries_read} entries)"
+    scan.finish()
+
+
+def _shape_signature(e: Entry) -> tuple:
+    return tuple(t.shape for t in e.inputs if t.kind == "tensor")
+
+
+def scan_only(path: Path) -> SideScan:
+    """Stream one dump without a partner (first NaN, counts)."""
+    scan = SideScan(path, read_header(path))
+    for _ in _scanned(path, scan, None):
+        pass
+    return scan
+
+
+def compare_dumps(run_path: Path, against_path: Path, *, exact: bool = False,
+                  on_entry: Callable[[int], None] | None = None) -> PassResult:
+    """Compare the run's dump with the other run's dump of the same step/rank in one pass.
+    `exact`: the two are the same job (a rerun): any difference counts."""
+    ha, hb = read_header(run_path), read_header(against_path)
+    run = SideScan(run_path, ha, keep_producers=True)
+    against = SideScan(against_path, hb)
+    res = PassResult(run, against)
+    mode_holder = {"mode": None}
+
+    def mode_for(a: Entry, b: Entry) -> str:
+        if mode_holder["mode"] is None:
+            md5 = any(t.md5 is not None for t in a.tensors()) and any(t.md5 is not None for t in b.tensors())
+            stats = any(t.max is not None or t.norm is not None for t in a.tensors())
+            if md5 and (exact or not stats):
+                mode_holder["mode"] = "md5"
+            elif md5 and not exact:
+                # md5 dumps carry statistics too; across devices checksums always differ
+                mode_holder["mode"] = "statistics"
+            else:
+                mode_holder["mode"] = "exact" if exact else "statistics"
+        return mode_holder["mode"]
+
+    levels_differ = ha.level != hb.level and "unknown" not in (ha.level, hb.level)
+    if levels_differ:
+        res.skip_modules = True
+        res.notes.append(f"the dumps have different levels ({ha.level} vs {hb.level}): "
+                         "only entries present at both levels are compared")
+
+    def process(a: Entry, b: Entry, how: str) -> None:
+        mode = mode_for(a, b)
+        d = compare_api(a, b, mode)
+        res.n_compared += 1
+        if how == "fallback":
+            res.n_fallback += 1
+        if d.label == "error":
+            res.n_error += 1
+        elif d.label == "warning":
+            res.n_warning += 1
+        if d.diverged:
+            res.n_diverged += 1
+        out = d.out_err
+        if math.isfinite(out):
+            res.max_out_err = max(res.max_out_err, out)
+        if run.nan_entry is a:
+            res.nan_twin_abnormal = any(t.abnormal() for t in b.tensors())
+        threshold = 0.0 if mode in ("exact", "md5") else DIVERGE
+        in_hard = d.input_reasons() & {"dtype", "shape", "scalar_arg", "md5", "nonfinite"}
+        flagged = d.diverged or d.in_err > threshold or bool(in_hard)
+        if mode not in ("exact", "md5") and d.out_err > 0.01:
+            res.weak_outputs[a.order] = d.out_err
+        if not flagged:
+            return
+        cand = Candidate(a, b, d, how)
+        if a.name.is_module:
+            if res.first_module is None or a.order < res.first_module.a.order:
+                res.first_module = cand
+        elif res.first is None or a.order < res.first.a.order:
+            res.first = cand
+
+    pending_a: dict[str, Entry] = {}
+    pending_b: dict[str, Entry] = {}
+    it_a = _scanned(run_path, run, on_entry)
+    it_b = _scanned(against_path, against, None)
+    live_a = live_b = True
+    while live_a or live_b:
+        if live_a:
+            a = next(it_a, None)
+            if a is None:
+                live_a = False
+            elif not (res.skip_modules and a.name.is_module):
+                b = pending_b.pop(a.name.full, None)
+                if b is not None:
+                    process(a, b, "name")
+                else:
+                    pending_a[a.name.full] = a
+        if live_b:
+            b = next(it_b, None)
+            if b is None:
+                live_b = False
+            elif not (res.skip_modules and b.name.is_module):
+                a = pending_a.pop(b.name.full, None)
+                if a is not None:
+                    process(a, b, "name")
+                else:
+                    pending_b[b.name.full] = b
+    if ha.task != hb.task and "unknown" not in (ha.task, hb.task):
+        res.notes.append(f"the dumps come from different tasks ({ha.task} vs {hb.task})")
+    if run.summary_mode != against.summary_mode and "none" not in (run.summary_mode, against.summary_mode):
+        res.notes.append(f"the dumps have different summary modes ({run.summary_mode} vs "
+                         f"{against.summary_mode}): compared on what both carry")
+    _fallback(pending_a, pending_b, process)
+    for e in pending_a.values():
+        res.run_only[("module" if e.name.is_module else "api", e.name.base)] += 1
+    for e in pending_b.values():
+        res.against_only[("module" if e.name.is_module else "api", e.name.base)] += 1
+    res.mode = mode_holder["mode"] or ("exact" if exact else "statistics")
+    return res
+
+
+def _fallback(pending_a: dict[str, Entry], pending_b: dict[str, Entry],
+              process: Callable[[Entry, Entry, str], None]) -> None:
+    """Pair leftovers of the same API and direction in call order when their input shapes agree
+    (an extra call on one side shifts every later call index of that API)."""
+    groups_b: dict[tuple, list[Entry]] = defaultdict(list)
+    for e in sorted(pending_b.values(), key=lambda e: e.order):
+        groups_b[(e.name.base, e.name.direction)].append(e)
+    for a in sorted(pending_a.values(), key=lambda e: e.order):
+        options = groups_b.get((a.name.base, a.name.direction))
+        if not options:
+            continue
+        sig = _shape_signature(a)
+        for i, b in enumerate(options):
+            if _shape_signature(b) == sig:
+                del options[i]
+                del pending_a[a.name.full]
+                del pending_b[b.name.full]
+                process(a, b, "fallback")
+                break

@@ -1,0 +1,164 @@
+"""Classifying what a comparison pass found: how the first diverging API got its difference
+(introduced, propagated, wiring, weights, data input), where the first Inf/NaN comes from, and
+whether a run/rerun difference is a nondeterministic operator. Pure functions over PassResult."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from engine.collectors.msprobe.comparison import Candidate, PassResult, SideScan, tensor_key
+from engine.collectors.msprobe.entries import Entry, TensorInfo
+from engine.collectors.msprobe.naming import api_family
+from engine.collectors.msprobe.verdicts import DIVERGE, INPUT_MATCH
+
+# Which input kinds explain a divergence best when several inputs differ.
+_KIND_PRIORITY = ("data_input", "weights", "wiring", "propagated")
+
+
+@dataclass
+class Located:
+    """One located API with what the facts need (plain data: crosses process boundaries)."""
+
+    api: str
+    api_name: str
+    family: str
+    direction: str
+    order: int
+    kind: str
+    reason: str | None = None
+    dtype: str | None = None
+    dtype_against: str | None = None
+    input_rel_err: float | None = None
+    output_rel_err: float | None = None
+    label: str | None = None
+    matched_by: str = "name"
+    value: str | None = None           # first_nan: nan | inf | mixed
+    comm_input_abnormal: bool | None = None
+    module: str | None = None
+    code_line: str | None = None
+
+
+def _first_tensor(ts: list[TensorInfo]) -> TensorInfo | None:
+    return next((t for t in ts if t.kind == "tensor"), None)
+
+
+def _by_slot(e: Entry) -> dict[str, TensorInfo]:
+    return {t.slot: t for t in e.inputs + e.params}
+
+
+def _input_origin(t: TensorInfo, e: Entry, run: SideScan, res: PassResult) -> str:
+    """Why one differing input of the first diverging API differs."""
+    if t.slot.startswith("parameters."):
+        return "weights"
+    key = tensor_key(t)
+    producer = run.producers.get(key) if key is not None else None
+    if producer is not None and producer < e.order:
+        # produced by an earlier call: that call matched (else it would be first), so either its
+        # small error grew (propagated) or a different tensor is fed in here (wiring)
+        return "propagated" if res.weak_outputs.get(producer, 0.0) > INPUT_MATCH else "wiring"
+    if t.is_integer or (t.dtype or "").endswith("bool"):
+        return "data_input"
+    if key is not None and key in run.param_keys:
+        return "weights"
+    if t.requires_grad:
+        # a leaf that needs a gradient and that no dumped call produced is a parameter
+        return "weights"
+    return "data_input"
+
+
+def classify_divergence(c: Candidate, res: PassResult) -> Located:
+    """Kind and numbers of the first diverging API."""
+    a, d = c.a, c.diff
+    threshold = 0.0 if res.mode in ("exact", "md5") else INPUT_MATCH
+    slots = _by_slot(a)
+    differing = [td for td in d.inputs
+                 if td.err > threshold or set(td.reasons) & {"dtype", "shape", "md5", "nonfinite"}]
+    scalar_changed = any("scalar_arg" in td.reasons for td in d.inputs)
+    kinds = []
+    for td in differing:
+        t = slots.get(td.slot)
+        if t is None or t.kind != "tensor":
+            continue
+        if "dtype" in td.reasons and td.err <= DIVERGE:
+            continue  # same values in another precision: the call itself computes differently
+        kinds.append(_input_origin(t, a, res.run, res))
+    if not kinds or scalar_changed:
+        kind = "introduced"
+    else:
+        kind = next(k for k in _KIND_PRIORITY if k in kinds)
+    out_t = _first_tensor(a.outputs) or _first_tensor(a.inputs)
+    out_b = _first_tensor(c.b.outputs) or _first_tensor(c.b.inputs)
+    reason = d.reason
+    if reason is None:
+        in_reasons = sorted(d.input_reasons() - {"requires_grad"})
+        reason = in_reasons[0] if in_reasons else "input_error"
+    if scalar_changed:
+        reason = "scalar_arg"
+    label = d.label if d.label != "pass" else "warning"
+    return Located(
+        api=a.name.full, api_name=a.name.base, family=api_family(a.name.base),
+        direction=a.name.direction if a.name.direction in ("forward", "backward", "parameters_grad") else "forward",
+        order=a.order, kind=kind, reason=reason,
+        dtype=out_t.dtype if out_t else None, dtype_against=out_b.dtype if out_b else None,
+        input_rel_err=_finite_or_inf(d.in_err), output_rel_err=_finite_or_inf(d.out_err),
+        label=label, matched_by=c.matched_by)
+
+
+def classify_nondeterminism(c: Candidate) -> Located:
+    """First difference between a run and its rerun: the operator itself, or already an input."""
+    a, d = c.a, c.diff
+    input_same = d.in_err == 0.0 and not (d.input_reasons() - {"requires_grad"})
+    return Located(
+        api=a.name.full, api_name=a.name.base, family=api_family(a.name.base),
+        direction=a.name.direction if a.name.direction in ("forward", "backward", "parameters_grad") else "forward",
+        order=a.order, kind="nondeterministic_op" if input_same else "input_differs",
+        output_rel_err=_finite_or_inf(d.out_err), input_rel_err=_finite_or_inf(d.in_err),
+        matched_by=c.matched_by)
+
+
+def _finite_or_inf(x: float) -> float:
+    return x if not math.isnan(x) else math.inf
+
+
+def _value_of(ts: list[TensorInfo]) -> str | None:
+    kinds = {t.abnormal() for t in ts if t.kind == "tensor"} - {None}
+    if not kinds:
+        return None
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def locate_first_nan(scan: SideScan) -> Located | None:
+    """Where the first Inf/NaN of one dump comes from (per msprobe's first-overflow procedure:
+    finite inputs and non-finite output = that operator; non-finite parameter = the previous
+    step's backward/update; non-finite input with no producer in the dump = an uncaptured op)."""
+    e = scan.nan_entry
+    if e is None:
+        return None
+    family = api_family(e.name.base)
+    bad_in = [t for t in e.inputs + e.params if t.kind == "tensor" and t.abnormal()]
+    bad_out = [t for t in e.outputs if t.kind == "tensor" and t.abnormal()]
+    if not bad_in:
+        kind = "communication" if family == "communication" else "operator_output"
+    elif any(_is_parameter(t, e, scan) for t in bad_in):
+        kind = "weight"
+    else:
+        kind = "input"
+    return Located(
+        api=e.name.full, api_name=e.name.base, family=family,
+        direction=e.name.direction if e.name.direction in ("forward", "backward", "parameters_grad") else "forward",
+        order=e.order, kind=kind, value=_value_of(bad_out or bad_in),
+        comm_input_abnormal=bool(bad_in) if family == "communication" else None)
+
+
+_WEIGHTED_FAMILIES = ("matmul", "norm", "embedding", "attention", "fused_attention")
+
+
+def _is_parameter(t: TensorInfo, e: Entry, scan: SideScan) -> bool:
+    if t.slot.startswith("parameters."):
+        return True
+    if scan.abnormal_param_shapes:
+        return t.shape in scan.abnormal_param_shapes
+    if scan.modules:
+        return False  # modules were dumped and none holds a non-finite parameter
+    # L1 dumps carry no module parameters: a gradient-carrying tensor in a weight position
+    return bool(t.requires_grad) and t.slot != "input.0" and api_family(e.name.base) in _WEIGHTED_FAMILIES
