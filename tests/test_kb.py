@@ -127,7 +127,7 @@ def test_domain_knowledge_only_entries_are_low_confidence(kb):
 def test_msprobe_commands_use_real_subcommands(kb):
     for kb_id, entry in kb.items():
         for cmd in entry.commands:
-            for match in re.finditer(r"\bmsprobe\s+(?:-f\s+\w+\s+)?([a-z_]+)", cmd.command):
+            for match in re.finditer(r"\bmsprobe\s+(?:-f\s+\w+\s+)?([a-z0-9_]+)", cmd.command):
                 assert match.group(1) in MSPROBE_SUBCOMMANDS, (kb_id, cmd.command)
 
 
