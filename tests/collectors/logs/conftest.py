@@ -1,0 +1,69 @@
+"""Fixtures for the logs-collector tests: cases built from scenario folders read in place, and
+small helpers to pick facts."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.collectors.base import Case, RunDir
+from engine.collectors.logs import COLLECTOR
+from engine.errors import Warnings
+from engine.facts import Fact
+
+ROLES = ("baseline", "target", "baseline_rerun", "target_rerun")
+
+
+def case_from_dir(root: Path) -> Case:
+    """Runs of a scenario folder: role folders, grouped runs when they hold hosts.txt folders."""
+    runs: list[RunDir] = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and p.name in ROLES):
+        groups = sorted(g for g in d.iterdir() if g.is_dir() and (g / "hosts.txt").exists())
+        if not groups:
+            runs.append(RunDir(role=d.name, name=d.name, root=d))
+        for g in groups:
+            hosts = [line.split()[0] for line in (g / "hosts.txt").read_text().splitlines() if line.strip()]
+            runs.append(RunDir(role=d.name, name=f"{d.name}/{g.name}", root=g, group=g.name, hosts=hosts))
+    return Case(runs=runs, root=root)
+
+
+def collect(case: Case) -> tuple[list[Fact], Warnings]:
+    w = Warnings()
+    return list(COLLECTOR.collect(case, w)), w
+
+
+def one(facts: list[Fact], ftype: str, **match) -> Fact:
+    found = [f for f in facts if f.type == ftype and all(getattr(f, k) == v for k, v in match.items())]
+    assert len(found) == 1, f"expected one {ftype} {match}, got {len(found)}"
+    return found[0]
+
+
+def two_runs(tmp: Path, baseline_lines: list[str], target_lines: list[str], name: str = "train.log",
+             extra: dict[str, list[str]] | None = None) -> Case:
+    """A case with a baseline and a target folder holding the given log lines (plus more runs)."""
+    runs = []
+    for role, lines in [("baseline", baseline_lines), ("target", target_lines), *((extra or {}).items())]:
+        d = tmp / role
+        d.mkdir(parents=True, exist_ok=True)
+        (d / name).write_text("\n".join(lines) + "\n")
+        runs.append(RunDir(role=role, name=role, root=d))
+    return Case(runs=runs, root=tmp)
+
+
+class _Kit:
+    case_from_dir = staticmethod(case_from_dir)
+    collect = staticmethod(collect)
+    one = staticmethod(one)
+    two_runs = staticmethod(two_runs)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def kit() -> type[_Kit]:
+    """Helpers for building cases and picking facts (fixtures keep test modules import-free)."""
+    return _Kit
+
+
+@pytest.fixture(scope="session")
+def scenarios(shared_dir: Path) -> Path:
+    return shared_dir / "scenarios"
