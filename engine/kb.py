@@ -17,9 +17,9 @@ from engine.errors import PrecdxError
 from engine.yamlsafe import LineDict, LineList, line_of, load_yaml_file
 
 AREAS = ("verdict", "checklist", "determinism", "operator", "numerics", "optimizer", "nan",
-         "memory", "framework", "communication", "hardware", "tooling")
+         "memory", "framework", "communication", "hardware", "tooling", "rl")
 Area = Literal["verdict", "checklist", "determinism", "operator", "numerics", "optimizer", "nan",
-               "memory", "framework", "communication", "hardware", "tooling"]
+               "memory", "framework", "communication", "hardware", "tooling", "rl"]
 Verdict = Literal["misaligned", "aligned", "tooling"]
 Confidence = Literal["high", "medium", "low"]
 LANGS = ("en", "zh")

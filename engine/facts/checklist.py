@@ -98,7 +98,9 @@ class EnvSwitch(Fact):
                      "exported by the launch script")
     value: Optional[str] = F("its value when set")
     enabled: Bool | None = F("the switch's feature is effectively on (e.g. INF_NAN_MODE_ENABLE=1, "
-                             "ATB_LLM_LCOC_ENABLE=1); None when unset or not a boolean switch")
+                             "ATB_LLM_LCOC_ENABLE=1), using the documented default when unset; "
+                             "None when unset with a device-dependent default, or not a boolean "
+                             "switch")
     deterministic_setting: Bool | None = F("the value is the reproducible/deterministic choice "
                                            "recommended for accuracy comparison; None when "
                                            "the switch has no such choice")
@@ -110,7 +112,9 @@ class EnvSwitch(Fact):
 class EnvDiff(Fact):
     """A determinism/numerics environment switch whose effective state differs between two
     runs after mapping device equivalents (HCCL<->NCCL, ASCEND_LAUNCH_BLOCKING<->
-    CUDA_LAUNCH_BLOCKING, ASCEND_RT_VISIBLE_DEVICES<->CUDA_VISIBLE_DEVICES)."""
+    CUDA_LAUNCH_BLOCKING, ASCEND_RT_VISIBLE_DEVICES<->CUDA_VISIBLE_DEVICES). On a cross-device
+    pair, switches that exist on one device only (CLOSE_MATMUL_K_SHIFT, CUBLAS_WORKSPACE_CONFIG,
+    INF_NAN_MODE_ENABLE) are not compared: use env_switch for their absolute state."""
 
     pair: str = F(_PAIR)
     role: Role = F(_ROLE)
@@ -119,8 +123,6 @@ class EnvDiff(Fact):
     category: EnvCategory = F("what the switch governs")
     baseline: str = F(_REF)
     target: str = F(_CMP)
-    device_specific: Bool = F("the switch exists on only one of the two runs' devices, so a "
-                              "cross-device difference is expected rather than a mismatch")
     baseline_name: Optional[str] = F("variable read on the reference side", match=False)
     target_name: Optional[str] = F("variable read on the compared side", match=False)
 

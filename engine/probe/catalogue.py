@@ -76,39 +76,42 @@ def _is_routine(obj: Any) -> bool:
                             types.BuiltinMethodType))
 
 
-def build_targets() -> list[WrapTarget]:
-    """Every API the probe wraps, in a stable order (Functional, Torch, Tensor)."""
+def _wrappable_names() -> dict[str, list[str]]:
+    """Names (not objects) per prefix, read from torch's pristine namespaces.
+
+    Computed once at import, before anything (the demo's emulated device, another tool) has
+    replaced a callable: a replaced ``F.gelu`` is still wrapped, under its real name.
+    """
     import torch
     import torch.nn.functional as F
     from torch.overrides import get_overridable_functions
 
     overridable = get_overridable_functions()
-    targets: list[WrapTarget] = []
-
+    names: dict[str, list[str]] = {"Functional": [], "Torch": [], "Tensor": []}
+    functional_ids: set[int] = set()
+    f_ids = {id(f) for f in overridable.get(F, [])}
     for name in sorted(dir(F)):
         obj = getattr(F, name)
         if name.startswith("_") or not _is_routine(obj):
             continue
         module = getattr(obj, "__module__", "") or ""
-        if module not in ("torch.nn.functional", "torch._C._nn") and obj not in overridable.get(F, []):
+        if module not in ("torch.nn.functional", "torch._C._nn") and id(obj) not in f_ids:
             continue
         if name.startswith(("has_torch_function", "handle_torch_function", "boolean_dispatch",
                             "assert_int_or_pair")):
             continue
-        targets.append(WrapTarget(F, name, "Functional", obj, True))
+        names["Functional"].append(name)
+        functional_ids.add(id(obj))
 
     torch_ids = {id(f) for f in overridable.get(torch, [])}
-    functional_ids = {id(t.original) for t in targets}
     for name in sorted(dir(torch)):
         if name.startswith("_") or name in _TORCH_SKIP:
             continue
         obj = getattr(torch, name, None)
-        if obj is None or id(obj) not in torch_ids or id(obj) in functional_ids:
-            continue
-        targets.append(WrapTarget(torch, name, "Torch", obj, True))
+        if obj is not None and id(obj) in torch_ids and id(obj) not in functional_ids:
+            names["Torch"].append(name)
 
-    tensor_funcs = overridable.get(torch.Tensor, [])
-    tensor_ids = {id(f) for f in tensor_funcs}
+    tensor_ids = {id(f) for f in overridable.get(torch.Tensor, [])}
     for name in sorted(dir(torch.Tensor)):
         if name in _TENSOR_SKIP or (name.startswith("_") and not name.startswith("__")):
             continue
@@ -116,9 +119,29 @@ def build_targets() -> list[WrapTarget]:
         if isinstance(raw, property) or (raw is not None and not callable(raw)):
             continue
         obj = getattr(torch.Tensor, name, None)
-        if obj is None or not callable(obj) or id(obj) not in tensor_ids:
-            continue
-        targets.append(WrapTarget(torch.Tensor, name, "Tensor", obj, name in torch.Tensor.__dict__))
+        if obj is not None and callable(obj) and id(obj) in tensor_ids:
+            names["Tensor"].append(name)
+    return names
+
+
+_NAMES = _wrappable_names()
+
+
+def build_targets() -> list[WrapTarget]:
+    """Every API the probe wraps (Functional, Torch, Tensor), bound to what is installed now."""
+    import torch
+    import torch.nn.functional as F
+
+    owners = {"Functional": F, "Torch": torch, "Tensor": torch.Tensor}
+    targets: list[WrapTarget] = []
+    for prefix, names in _NAMES.items():
+        owner = owners[prefix]
+        for name in names:
+            obj = getattr(owner, name, None)
+            if obj is None:
+                continue
+            owned = name in owner.__dict__ if prefix == "Tensor" else True
+            targets.append(WrapTarget(owner, name, prefix, obj, owned))
     return targets
 
 

@@ -134,9 +134,14 @@ class SeriesBuilder:
         self.event_counts: dict[str, int] = {}
         self.sources: list[str] = []
         self._last_step: int | None = None
+        self._rerun_step: int | None = None
 
     def add(self, item: Record | Event) -> None:
         if isinstance(item, Event):
+            if item.kind == "rerun_unexpected_result" and item.step is not None:
+                self._rerun_step = item.step
+            if item.step is None and item.kind.startswith("rerun_") and self._rerun_step is not None:
+                item.step = self._rerun_step  # verdict lines belong to the iteration being re-run
             if item.step is None and item.kind != "checkpoint_load":
                 item.step = self._last_step  # the step logged just before the line
             self.event_counts[item.kind] = self.event_counts.get(item.kind, 0) + 1

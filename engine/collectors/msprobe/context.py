@@ -55,7 +55,7 @@ def module_paths(construct: Path | None, apis: list[str], warnings: Warnings) ->
     return out
 
 
-def _user_frame(frames: list) -> str | None:
+def user_frame(frames: list) -> str | None:
     parsed = []
     for frame in frames:
         if not isinstance(frame, str):
@@ -83,13 +83,13 @@ def code_lines(stack: Path | None, apis: list[str], warnings: Warnings) -> dict[
         with stack.open("rb") as fh:
             for key, value in stream_kvitems(fh, ""):
                 if key in wanted and isinstance(value, list):            # old: {name: [frames]}
-                    line = _user_frame(value)
+                    line = user_frame(value)
                     if line:
                         found[key] = line
                 elif isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
                     hits = wanted.intersection(n for n in value[0] if isinstance(n, str))
                     if hits and isinstance(value[1], list):
-                        line = _user_frame(value[1])
+                        line = user_frame(value[1])
                         for h in hits:
                             if line:
                                 found[h] = line

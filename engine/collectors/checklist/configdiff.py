@@ -1,0 +1,97 @@
+"""Config facts: the effective value of each recognised setting per run (`config_value`) and
+the settings whose effective values differ between two runs (`config_diff`)."""
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+from engine.collectors.checklist import aliases
+from engine.collectors.checklist.runconfig import RunConfig, Setting
+from engine.facts import Fact, make
+from engine.facts.checklist import UNSET
+
+_NOT_CAUSES = ("logging", "device")
+
+
+def _float(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def same_value(a: str, b: str) -> bool:
+    fa, fb = _float(a), _float(b)
+    if fa is not None and fb is not None:
+        if math.isnan(fa) or math.isnan(fb):
+            return math.isnan(fa) and math.isnan(fb)
+        return fa == fb or math.isclose(fa, fb, rel_tol=1e-9, abs_tol=0.0)
+    return a.lower() == b.lower()
+
+
+def _effective_missing(present: Setting) -> str | None:
+    """What a side that does not set the key most likely uses, judged from the other side."""
+    if present.absent_default is not None:
+        return present.absent_default
+    if present.value == "false":
+        return "false"  # boolean options default to off in every framework we read
+    return None
+
+
+def _path_only(a: str, b: str) -> bool:
+    if "/" not in a or "/" not in b or " " in a or " " in b:
+        return False
+    return a.rstrip("/").rsplit("/", 1)[-1] == b.rstrip("/").rsplit("/", 1)[-1]
+
+
+def config_diffs(cfg: RunConfig, ref: RunConfig, pair: str) -> Iterator[Fact]:
+    same_fw = cfg.framework == ref.framework
+    both_complete = cfg.complete and ref.complete
+    for name in sorted(set(cfg.settings) | set(ref.settings)):
+        mine, theirs = cfg.settings.get(name), ref.settings.get(name)
+        if mine is not None and theirs is not None:
+            if same_value(mine.value, theirs.value):
+                continue
+            presence = "both"
+        else:
+            present = mine or theirs
+            assert present is not None
+            if not both_complete or not present.explicit:
+                # a key missing from a half-read file, or a value we derived on one side only
+                # (the other side lacks its inputs), is not a difference
+                continue
+            assumed = _effective_missing(present)
+            if assumed is not None and same_value(assumed, present.value):
+                continue
+            presence = "target_only" if mine is not None else "baseline_only"
+        tval = mine.value if mine else UNSET
+        bval = theirs.value if theirs else UNSET
+        cat = aliases.category(name)
+        path_only = presence == "both" and _path_only(bval, tval)
+        fb, ft = _float(bval), _float(tval)
+        rel = None
+        if fb is not None and ft is not None:
+            rel = (ft - fb) / abs(fb) if fb != 0 else (math.inf if ft > 0 else -math.inf)
+        sources = sorted({s.source for s in (mine, theirs) if s is not None and s.source != "derived"})
+        yield make(
+            "config_diff", pair=pair, role=cfg.run.role, ref_role=ref.run.role, name=name,
+            category=cat, baseline=bval, target=tval, presence=presence, rel_change=rel,
+            relevant=cat not in _NOT_CAUSES and not path_only, path_only=path_only,
+            same_framework=same_fw,
+            baseline_name=theirs.raw_name if theirs else None,
+            target_name=mine.raw_name if mine else None,
+            source=", ".join(sources) or None)
+
+
+def config_values(cfg: RunConfig) -> Iterator[Fact]:
+    for name, s in sorted(cfg.settings.items()):
+        if not aliases.is_known(name):
+            continue
+        number = _float(s.value)
+        flag = {"true": True, "false": False}.get(s.value.lower())
+        yield make("config_value", role=cfg.run.role, run=cfg.run.name, name=name,
+                   category=aliases.category(name), value=s.value, number=number, flag=flag,
+                   explicit=s.explicit, framework=cfg.framework, raw_name=s.raw_name,
+                   source=s.source if s.source != "derived" else None)

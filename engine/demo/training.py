@@ -1,0 +1,184 @@
+"""The demo's training loop: synthetic structured data, AdamW with Megatron's warmup+cosine
+schedule, clipping, an optional fp16-style dynamic loss scaler, and probe capture of one step.
+Returns one record per iteration; rendering the log is artefacts.py's job."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from engine.demo.device import DeviceProfile, device_numerics
+from engine.demo.model import ModelConfig, build_model, lm_loss
+from engine.probe.recorder import Probe
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The settings a launch script states (GPT_ARGS); artefacts.py renders them."""
+
+    model: ModelConfig = ModelConfig()
+    micro_batch_size: int = 8
+    global_batch_size: int = 8
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    lr_warmup_iters: int = 5
+    train_iters: int = 40
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.95
+    adam_eps: float = 1e-8
+    clip_grad: float = 1.0
+    seed: int = 1234
+    fp16: bool = False
+    initial_loss_scale: int = 65536
+    min_loss_scale: float = 1.0
+    loss_scale_window: int = 100
+    hysteresis: int = 2
+    token_offset: int = 0       # the data_preprocessing fault
+    data_path: str = "synth_text_document"
+
+
+@dataclass
+class IterationRecord:
+    iteration: int
+    consumed_samples: int
+    elapsed_ms: float
+    lr: float
+    loss: float | None
+    loss_scale: float
+    grad_norm: float | None
+    skipped: int
+    nan: int
+    timestamp: float
+
+
+@dataclass
+class RunResult:
+    iterations: list[IterationRecord] = field(default_factory=list)
+    failed_at: int | None = None  # iteration whose NaN grad norm stopped the run
+    num_parameters: int = 0
+
+
+def make_batch(cfg: TrainConfig, iteration: int, data_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Arithmetic-progression sequences (start, stride) mod (vocab - 4): a pattern the model
+    can learn, so the loss falls. ``token_offset`` shifts ids like a different vocabulary."""
+    g = torch.Generator().manual_seed(data_seed * 100003 + iteration)
+    n, s = cfg.micro_batch_size, cfg.model.seq_length + 1
+    usable = cfg.model.vocab_size - 4
+    start = torch.randint(0, usable, (n, 1), generator=g)
+    stride = torch.randint(1, 4, (n, 1), generator=g)
+    seq = (start + stride * torch.arange(s)) % usable + cfg.token_offset
+    return seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+
+
+def lr_at(cfg: TrainConfig, num_updates: int) -> float:
+    """Megatron's linear warmup then cosine decay to min_lr over train_iters."""
+    if num_updates <= cfg.lr_warmup_iters:
+        return cfg.lr * num_updates / cfg.lr_warmup_iters
+    ratio = (num_updates - cfg.lr_warmup_iters) / max(1, cfg.train_iters - cfg.lr_warmup_iters)
+    return cfg.min_lr + (cfg.lr - cfg.min_lr) * 0.5 * (math.cos(math.pi * min(1.0, ratio)) + 1.0)
+
+
+class DynamicLossScaler:
+    """Megatron's DynamicGradScaler: halve after ``hysteresis`` overflows, double after a
+    window of clean steps; the hysteresis budget refills only when the scale grows."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.scale = float(cfg.initial_loss_scale) if cfg.fp16 else 1.0
+        self.enabled = cfg.fp16
+        self.min_scale = cfg.min_loss_scale
+        self.window = cfg.loss_scale_window
+        self.hysteresis = cfg.hysteresis
+        self._hysteresis_left = cfg.hysteresis
+        self._growth = 0
+
+    def update(self, found_inf: bool) -> None:
+        if not self.enabled:
+            return
+        if found_inf:
+            self._growth = 0
+            self._hysteresis_left -= 1
+            if self._hysteresis_left <= 0:
+                self.scale = max(self.scale / 2.0, self.min_scale)
+        else:
+            self._growth += 1
+            if self._growth == self.window:
+                self._growth = 0
+                self._hysteresis_left = self.hysteresis
+                self.scale *= 2.0
+
+
+def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = None,
+          dump_step: int | None = None, summary_mode: str = "statistics",
+          overflow_from: int | None = None) -> RunResult:
+    """Train ``cfg.train_iters`` iterations under ``profile``; dump step ``dump_step`` (0-based).
+
+    ``overflow_from`` (loss_scale_collapse) makes a target fp16 kernel emit inf into the
+    gradients on a growing share of iterations from that iteration on.
+    """
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.model, cfg.seed)
+    model.train()
+    decay = [p for n, p in model.named_parameters() if p.ndim > 1]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
+    scaler = DynamicLossScaler(cfg)
+    probe = Probe(model, dump_dir, level="mix", summary_mode=summary_mode,
+                  steps=[dump_step] if dump_step is not None else [], rank=0) if dump_dir else None
+    seq = cfg.model.seq_length
+    position_ids = torch.arange(seq)
+    mask = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)
+    loss_mask = torch.ones(cfg.micro_batch_size, seq)
+    overflow_gen = torch.Generator().manual_seed(cfg.seed + 7)
+    result = RunResult(num_parameters=sum(p.numel() for p in model.parameters()))
+    updates = 0
+    with device_numerics(profile):
+        for it in range(1, cfg.train_iters + 1):
+            t0 = time.perf_counter()
+            profile.step = it - 1
+            lr = lr_at(cfg, updates + 1)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            tokens, labels = make_batch(cfg, it, cfg.seed)
+            optimizer.zero_grad(set_to_none=True)
+            capture = probe is not None and probe.wants(it - 1)
+            if probe is not None:
+                probe.start()
+            try:
+                loss = lm_loss(model(tokens, position_ids, mask), labels, loss_mask)
+                (loss * scaler.scale).backward()
+            finally:
+                if probe is not None:
+                    probe.stop()
+                    probe.step()
+            del capture
+            grads = [p.grad for p in model.parameters() if p.grad is not None]
+            if overflow_from is not None and it >= overflow_from:
+                # share of overflowing iterations grows as training goes on
+                share = min(0.9, 0.25 + 0.02 * (it - overflow_from))
+                if torch.rand((), generator=overflow_gen).item() < share:
+                    grads[-1].view(-1)[0] = float("inf")
+            for g in grads:
+                g.div_(scaler.scale)
+            norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad))
+            loss_value = float(loss)
+            if math.isnan(norm) and not cfg.fp16:
+                result.failed_at = it
+                break
+            found_inf = cfg.fp16 and not math.isfinite(norm)
+            scaler.update(found_inf)
+            if not found_inf:
+                optimizer.step()
+                updates += 1
+            elapsed = (time.perf_counter() - t0) * 1000.0
+            result.iterations.append(IterationRecord(
+                iteration=it, consumed_samples=it * cfg.global_batch_size, elapsed_ms=elapsed, lr=lr,
+                loss=None if found_inf else loss_value, loss_scale=scaler.scale,
+                grad_norm=None if found_inf else norm, skipped=int(found_inf), nan=0,
+                timestamp=time.time()))
+    return result

@@ -1,0 +1,49 @@
+"""What evidence costs: the rule schema's cost classes as weights, the cost of answering each
+catalogue question, and the cost of producing each collector's facts."""
+from __future__ import annotations
+
+from engine.rulepack.schema import COST_CLASSES
+
+# Each class costs about twice the one before: read a config < rerun one step < dump one step
+# < a long run < cluster time. Information gain is divided by this weight.
+COST_WEIGHT: dict[str, float] = {cls: float(2 ** i) for i, cls in enumerate(COST_CLASSES)}
+
+# What it takes a person to answer a catalogue question (engine/facts/core.py OBSERVATIONS).
+OBSERVATION_COST: dict[str, str] = {
+    "vanishes_with_launch_blocking": "rerun",
+    "vanishes_with_dump": "rerun",
+    "reproduces_on_rerun": "rerun",
+    "reproduces_with_determinism": "rerun",
+    "stress_test_failed": "cluster",
+    "tied_to_specific_nodes": "cluster",
+    "fp32_upcast_fixes": "rerun",
+    "small_ops_fix": "rerun",
+    "sgd_aligns": "rerun",
+    "lr_zero_aligns": "long_run",
+    "kshift_off_fixes": "rerun",
+    "overlap_off_fixes": "rerun",
+    "same_checkpoint": "read",
+    "same_data_order": "dump",
+    "downstream_metric_gap": "read",
+}
+DEFAULT_OBSERVATION_COST = "rerun"
+
+# What producing a missing fact takes, by the collector that emits its type.
+COLLECTOR_COST: dict[str, str] = {
+    "discovery": "read",
+    "checklist": "read",
+    "logs": "read",
+    "msprobe": "dump",
+    "probe": "dump",
+    "user": "rerun",
+}
+
+
+def observation_cost(name: str) -> str:
+    return OBSERVATION_COST.get(name, DEFAULT_OBSERVATION_COST)
+
+
+def fact_cost(collectors: tuple[str, ...]) -> str:
+    """The cheapest way to get a fact type: the cheapest of the collectors that emit it."""
+    classes = [COLLECTOR_COST.get(c, "rerun") for c in collectors] or ["rerun"]
+    return min(classes, key=COST_CLASSES.index)

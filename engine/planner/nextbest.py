@@ -1,0 +1,316 @@
+"""Rank the evidence worth getting next by expected information gain per cost.
+
+The model, kept simple on purpose:
+- Belief. Over the failure modes in play (every mode a rule of the pack can support or argue
+  against, plus any scored one), p(mode) is proportional to PRIOR + score(mode): a flat prior
+  reshaped by the evidence. Its Shannon entropy (bits) measures how undecided the diagnosis is.
+- Candidates and their outcomes.
+  * question: an unanswered catalogue question that some rule tests. Each possible answer (yes
+    and no; for number questions one value on each side of every threshold the rules use) is
+    added as an observation fact and the facts are diagnosed again.
+  * check: a fact that near-miss rules wait for (a missing fact type, or a field no fact of that
+    type carries). Outcomes: each waiting rule fires (adding its estimated weight to its modes),
+    or none does.
+  * experiment: a next step of a top hypothesis. Outcomes: it confirms the hypothesis or refutes
+    it, each worth CONFIRM_WEIGHT of evidence.
+  Outcomes are taken as equally likely: the rule pack has no likelihoods to do better.
+- Value. gain = H(now) - mean H(after each outcome); value = gain / cost weight, cost weights
+  doubling per class (read < rerun < dump < long_run < cluster).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Literal, Mapping
+
+from pydantic import BaseModel, Field
+
+from engine.diagnosis import Diagnosis, Hypothesis, diagnose, get_matcher
+from engine.facts import REGISTRY, Fact, FactSet, match_dict
+from engine.facts.core import OBSERVATIONS
+from engine.planner.answers import question_text
+from engine.planner.costs import COST_WEIGHT, fact_cost, observation_cost
+from engine.ranking import ModeScore, firing_weight, specificity
+from engine.rulepack.compiler import CompiledPack, CompiledRule
+from engine.rulepack.schema import COST_LABELS
+
+PRIOR = 0.05            # flat prior mass per mode in play
+CONFIRM_WEIGHT = 0.6    # evidence an experiment adds for (or against) the hypothesis it tests
+NEAR_MISS_STRENGTH = 0.75  # strength assumed for a near-miss rule that fires (value unknown yet)
+MIN_GAIN = 0.005        # bits; below this a candidate is not worth asking
+DOMINANT_SCORE = 0.6    # a hypothesis dominates at this score ...
+DOMINANT_RATIO = 2.0    # ... when it is also this many times the runner-up
+STEP_HYPOTHESES = 3     # next steps are taken from this many top hypotheses
+
+Kind = Literal["question", "check", "experiment"]
+
+
+class Suggestion(BaseModel):
+    """One piece of evidence worth getting, phrased as a question or a command to run."""
+
+    kind: Kind = Field(description="question: answer yes/no/number; check: add a missing fact; "
+                                   "experiment: run a next step")
+    id: str = Field(description="question name (observation catalogue), 'check:<fact>[.<field>]' "
+                                "or 'step:<rule>:<n>'")
+    text: str
+    command: str | None = None
+    why: str = ""
+    answer: Literal["yes_no", "number", "none"] = Field(description="how the outcome is reported back")
+    cost: Literal["read", "rerun", "dump", "long_run", "cluster"]
+    cost_label: str
+    gain: float = Field(description="expected entropy reduction of the hypothesis belief (bits)")
+    value: float = Field(description="gain per cost weight: the ranking key")
+    modes: list[str] = Field(description="failure modes whose belief an outcome would move")
+    rules: list[str] = Field(default_factory=list, description="rules this evidence feeds")
+
+
+@dataclass
+class _Candidate:
+    kind: Kind
+    id: str
+    text: str
+    cost: str
+    outcomes: list[dict[str, float]]
+    answer: str = "none"
+    command: str | None = None
+    why: str = ""
+    rules: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------- belief
+def belief(scores: Mapping[str, float], universe: Iterable[str]) -> dict[str, float]:
+    """Normalised belief over the modes in play: PRIOR + score, scaled to sum to 1."""
+    modes = set(universe) | set(scores)
+    raw = {m: PRIOR + max(0.0, scores.get(m, 0.0)) for m in modes}
+    total = sum(raw.values())
+    return {m: v / total for m, v in raw.items()} if total else {}
+
+
+def entropy(scores: Mapping[str, float], universe: Iterable[str]) -> float:
+    return -sum(p * math.log2(p) for p in belief(scores, universe).values() if p > 0)
+
+
+def dominant(diag: Diagnosis) -> Hypothesis | None:
+    """The top hypothesis when it clearly dominates (strong, and well ahead of the runner-up)."""
+    if not diag.hypotheses:
+        return None
+    top = diag.hypotheses[0]
+    second = diag.hypotheses[1].score if len(diag.hypotheses) > 1 else 0.0
+    if top.score >= DOMINANT_SCORE and top.score >= DOMINANT_RATIO * second:
+        return top
+    return None
+
+
+def _scores(diag: Diagnosis) -> dict[str, float]:
+    return {h.failure_mode: h.score for h in diag.hypotheses}
+
+
+def _support_state(diag: Diagnosis) -> dict[str, ModeScore]:
+    state: dict[str, ModeScore] = {}
+    for h in diag.hypotheses:
+        ms = state.setdefault(h.failure_mode, ModeScore(h.failure_mode))
+        for r in h.rules:
+            (ms.support if r.supports else ms.against)[r.id] = r.weight
+    return state
+
+
+def _with_rule(state: Mapping[str, ModeScore], base: Mapping[str, float], rule_id: str, weight: float,
+               supports: Iterable[str], against: Iterable[str]) -> dict[str, float]:
+    """Scores after one more (real or pseudo) rule firing, by the ranking's own noisy-OR."""
+    out = dict(base)
+    for mode, bucket in [(m, "support") for m in supports] + [(m, "against") for m in against]:
+        prior = state.get(mode)
+        ms = ModeScore(mode, dict(prior.support) if prior else {}, dict(prior.against) if prior else {})
+        getattr(ms, bucket)[rule_id] = max(getattr(ms, bucket).get(rule_id, 0.0), weight)
+        out[mode] = ms.score
+    return out
+
+
+# ---------------------------------------------------------------- what the pack can use
+def _observation_patterns(rule: CompiledRule):
+    for alt in rule.alternatives:
+        for p in (*alt.positives, *alt.negatives):
+            if p.fact_type == "observation":
+                yield p
+
+
+def _asked_names(pack: CompiledPack) -> dict[str, set[str]]:
+    """Catalogue questions whose answer some rule tests -> the ids of those rules."""
+    names: dict[str, set[str]] = {}
+    for rule in pack.rules:
+        for p in _observation_patterns(rule):
+            tested: set[str] = set()
+            for t in p.tests:
+                if t.field == "name" and t.ref is None and t.op == "eq":
+                    tested.add(t.value)
+                elif t.field == "name" and t.ref is None and t.op == "in":
+                    tested.update(t.value)
+            for name in (tested or set(OBSERVATIONS)) & set(OBSERVATIONS):
+                names.setdefault(name, set()).add(rule.id)
+    return names
+
+
+def _number_points(pack: CompiledPack, name: str) -> list[float]:
+    """One representative answer per interval the rules' thresholds cut the number line into."""
+    cuts: set[float] = set()
+    for rule in pack.rules:
+        for p in _observation_patterns(rule):
+            names = {t.value for t in p.tests if t.field == "name" and t.op == "eq"} | {
+                v for t in p.tests if t.field == "name" and t.op == "in" for v in t.value}
+            if names and name not in names:
+                continue
+            for t in p.tests:
+                if t.field == "number" and t.ref is None and isinstance(t.value, (int, float)):
+                    cuts.add(float(t.value))
+    if not cuts:
+        return []
+    ordered = sorted(cuts)
+    step = max(1e-6, 0.01 * max(abs(c) for c in ordered))
+    points = [ordered[0] - step] + [(a + b) / 2 for a, b in zip(ordered, ordered[1:])] + [ordered[-1] + step]
+    points += ordered  # equality tests land on the cut itself
+    return sorted(set(points))
+
+
+def _doc_line(ftype: str) -> str:
+    doc = REGISTRY[ftype].doc if ftype in REGISTRY else ""
+    first = doc.split(". ")[0].split("\n\n")[0].replace("\n", " ").strip()
+    return first.rstrip(".")
+
+
+# ---------------------------------------------------------------- candidates
+def _question_candidates(facts: list[Fact], pack: CompiledPack, answered: set[str], skipped: set[str],
+                         simulate, lang: str) -> list[_Candidate]:
+    out = []
+    asked = _asked_names(pack)
+    for name in sorted(set(asked) - answered - skipped):
+        kind = OBSERVATIONS[name][0]
+        if kind == "bool":
+            answers: list[dict] = [{"value": True}, {"value": False}]
+            answer = "yes_no"
+        else:
+            answers = [{"number": v} for v in _number_points(pack, name)]
+            answer = "number"
+        if not answers:
+            continue
+        outcomes = [simulate(facts + [_observation(name, a)]) for a in answers]
+        out.append(_Candidate("question", name, question_text(name, lang), observation_cost(name), outcomes,
+                              answer=answer, rules=tuple(sorted(asked[name]))))
+    return out
+
+
+def _observation(name: str, answer: dict) -> Fact:
+    from engine.facts import parse_fact
+    return parse_fact({"type": "observation", "name": name, **answer, "source": "planner"})
+
+
+def _check_candidates(facts: list[Fact], pack: CompiledPack, fired: set[str], diag: Diagnosis,
+                      lang: str) -> list[_Candidate]:
+    from engine.matching.python_engine import near_misses
+
+    present: dict[str, list[dict]] = {}
+    for f in facts:
+        present.setdefault(f.type, []).append(match_dict(f))
+    by_id = pack.by_id()
+    waiting: dict[tuple[str, str | None], list[CompiledRule]] = {}
+    for nm in near_misses(pack, facts, fired):
+        rule = by_id[nm.rule_id]
+        if rule.rule.symptom or nm.fact_type == "observation" or nm.kind == "blocked_by":
+            continue
+        if nm.kind == "condition":
+            # informative only when no fact of the type carries the field yet
+            if any(nm.field in d or f"{nm.field}__nonfinite" in d for d in present.get(nm.fact_type, [])):
+                continue
+            key = (nm.fact_type, nm.field)
+        else:
+            key = (nm.fact_type, None)
+        waiting.setdefault(key, []).append(rule)
+    state, base = _support_state(diag), _scores(diag)
+    zh = lang == "zh"
+    out = []
+    for (ftype, field), rules in sorted(waiting.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        outcomes = [base]
+        for rule in rules:
+            w = firing_weight(rule.rule.precision, NEAR_MISS_STRENGTH, specificity(rule.condition_count))
+            outcomes.append(_with_rule(state, base, rule.id, w, rule.rule.failure_modes, rule.rule.against))
+        titles = "; ".join(r.rule.title.get(lang) for r in rules[:3]) + (" ..." if len(rules) > 3 else "")
+        spec = REGISTRY.get(ftype)
+        if field:
+            fdesc = spec.fields[field].description if spec and field in spec.fields else ""
+            what = f"`{ftype}.{field}`" + (f" ({fdesc})" if fdesc else "")
+            text = (f"测量 {what}；它决定 {len(rules)} 条规则：{titles}" if zh
+                    else f"Measure {what}; it decides {len(rules)} rule(s): {titles}")
+        else:
+            doc = _doc_line(ftype)
+            what = f"`{ftype}`" + (f" ({doc})" if doc else "")
+            text = (f"补充证据 {what}；它决定 {len(rules)} 条规则：{titles}" if zh
+                    else f"Provide {what}; it decides {len(rules)} rule(s): {titles}")
+        cost = fact_cost(spec.collectors if spec else ())
+        cid = f"check:{ftype}" + (f".{field}" if field else "")
+        out.append(_Candidate("check", cid, text, cost, outcomes, rules=tuple(r.id for r in rules)))
+    return out
+
+
+def _experiment_candidates(diag: Diagnosis) -> list[_Candidate]:
+    state, base = _support_state(diag), _scores(diag)
+    seen: set[str] = set()
+    out = []
+    for h in diag.hypotheses[:STEP_HYPOTHESES]:
+        for n, step in enumerate(h.next_steps):
+            key = step.command or step.action
+            if key in seen:
+                continue
+            seen.add(key)
+            pseudo = f"step:{step.rule}:{n}"
+            confirm = _with_rule(state, base, pseudo, CONFIRM_WEIGHT, [h.failure_mode], [])
+            refute = _with_rule(state, base, pseudo, CONFIRM_WEIGHT, [], [h.failure_mode])
+            out.append(_Candidate("experiment", pseudo, step.action, step.cost, [confirm, refute],
+                                  command=step.command, why=step.why, rules=(step.rule,)))
+    return out
+
+
+# ---------------------------------------------------------------- plan
+def plan(facts: FactSet | Iterable[Fact], *, engine: str = "python", lang: str = "en",
+         rules_path: str | None = None, diag: Diagnosis | None = None, skipped: Iterable[str] = (),
+         kinds: Iterable[str] = ("question", "check", "experiment"), limit: int | None = 10) -> list[Suggestion]:
+    """The evidence worth getting next, best value (gain per cost) first. Candidates whose
+    expected gain is below MIN_GAIN are left out; an empty list means nothing useful is left."""
+    fact_list = list(facts)
+    kinds = set(kinds)
+    pack, matcher = get_matcher(engine, rules_path)
+    if diag is None:
+        diag = diagnose(FactSet(fact_list), engine=engine, lang=lang, rules_path=rules_path,
+                        with_near_misses=False)
+
+    def simulate(more: list[Fact]) -> dict[str, float]:
+        return _scores(diagnose(FactSet(more), engine=engine, lang=lang, rules_path=rules_path,
+                                with_near_misses=False))
+
+    answered = {f.name for f in fact_list if f.type == "observation"}
+    candidates: list[_Candidate] = []
+    if "question" in kinds:
+        candidates += _question_candidates(fact_list, pack, answered, set(skipped), simulate, lang)
+    if "check" in kinds:
+        fired = {f.rule_id for f in matcher.run(fact_list)}
+        candidates += _check_candidates(fact_list, pack, fired, diag, lang)
+    if "experiment" in kinds:
+        candidates += _experiment_candidates(diag)
+
+    base = _scores(diag)
+    universe = {m for r in pack.rules for m in (*r.rule.failure_modes, *r.rule.against)} | set(base)
+    for c in candidates:
+        for o in c.outcomes:
+            universe |= set(o)
+    h0 = entropy(base, universe)
+    out: list[Suggestion] = []
+    for c in candidates:
+        after = sum(entropy(o, universe) for o in c.outcomes) / len(c.outcomes)
+        gain = h0 - after
+        if gain < MIN_GAIN:
+            continue
+        moved = sorted({m for o in c.outcomes for m in universe
+                        if abs(o.get(m, 0.0) - base.get(m, 0.0)) > 1e-9})
+        out.append(Suggestion(kind=c.kind, id=c.id, text=c.text, command=c.command, why=c.why, answer=c.answer,
+                              cost=c.cost, cost_label=COST_LABELS[c.cost], gain=round(gain, 4),
+                              value=round(gain / COST_WEIGHT[c.cost], 4), modes=moved, rules=list(c.rules)))
+    out.sort(key=lambda s: (-s.value, COST_WEIGHT[s.cost], s.kind, s.id))
+    return out if limit is None else out[:limit]

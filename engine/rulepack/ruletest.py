@@ -1,0 +1,267 @@
+"""Rule test cases (`rules/**/*.test.yaml`, beside the rules): load them and run each one,
+"these facts -> this rule fires (positive) / does not fire (negative, insufficient) -> this
+failure mode ranks first (optional `top`)".
+
+A case that cannot be run (malformed, duplicate id, unknown rule) is never skipped: it becomes
+a failed result naming file:line, and a run that executes zero cases is a failure for the
+caller (the CLI and tests/test_rule_cases.py both check it).
+
+    cases:
+      - id: positive-introduced-gelu     # unique within the file
+        rule: OPD-001                    # the rule under test (id or an old alias)
+        kind: positive                   # positive | negative | insufficient
+        facts: [{type: first_divergence, ...}, ...]   # as for `precdx diagnose --facts`
+        top: operator.precision_defect   # optional: must rank first in diagnose()
+        note: why this case exists       # optional, free text
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from engine.errors import PrecdxError
+from engine.facts import Fact, FactSet, parse_fact
+from engine.paths import rules_dir
+from engine.yamlsafe import LineDict, line_of, load_yaml_file
+
+KINDS = ("positive", "negative", "insufficient")
+CASE_KEYS = ("id", "rule", "kind", "facts", "top", "note")
+REQUIRED_KEYS = ("id", "rule", "kind", "facts")
+TEST_SUFFIX = ".test.yaml"
+_CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class RuleCase:
+    """One test case as written. `error` is set when the case cannot be run as written."""
+
+    case_id: str                    # "<RULE>-<id>": what `pytest -k` and `rules test -k` select on
+    rule: str
+    kind: str
+    facts: tuple[Fact, ...]
+    path: str
+    line: int | None
+    top: str | None = None
+    note: str | None = None
+    error: str | None = None
+
+    @property
+    def where(self) -> str:
+        return self.path + (f":{self.line}" if self.line else "")
+
+
+@dataclass(frozen=True)
+class Result:
+    case_id: str
+    passed: bool
+    message: str
+    rule: str = ""
+    kind: str = ""
+    engine: str = ""
+    path: str = ""
+    line: int | None = None
+    fired: tuple[str, ...] = field(default_factory=tuple)
+
+
+# ------------------------------------------------------------------ discovery and loading
+def case_files(rules_path: str | Path | None = None) -> list[Path]:
+    """Every `*.test.yaml` below the rule folder (or the one beside a single rule file)."""
+    root = Path(rules_path) if rules_path else rules_dir()
+    if root.is_file():
+        if root.name.endswith(TEST_SUFFIX):
+            return [root]
+        sibling = root.with_name(root.name[: -len(root.suffix)] + TEST_SUFFIX)
+        return [sibling] if sibling.is_file() else []
+    if not root.is_dir():
+        raise PrecdxError("rule directory not found", path=str(root))
+    return sorted(root.rglob("*" + TEST_SUFFIX))
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _broken(path: str, line: int | None, message: str, case_id: str, rule: str = "?",
+            kind: str = "?") -> RuleCase:
+    return RuleCase(case_id=case_id, rule=rule, kind=kind, facts=(), path=path, line=line, error=message)
+
+
+def _parse_case(item: Any, path: str, index: int) -> RuleCase:
+    line = line_of(item)
+    if not isinstance(item, dict):
+        return _broken(path, line, f"case #{index + 1} must be a mapping", f"?-case{index + 1}")
+    raw_rule, raw_id = item.get("rule"), item.get("id")
+    rule = raw_rule if isinstance(raw_rule, str) and raw_rule else "?"
+    cid = raw_id if isinstance(raw_id, str) and raw_id else f"case{index + 1}"
+    case_id = f"{rule}-{cid}"
+    kind = item.get("kind") if isinstance(item.get("kind"), str) else "?"
+
+    def broken(msg: str, key: str | None = None) -> RuleCase:
+        return _broken(path, line_of(item, key) if key else line, msg, case_id, rule, kind)
+
+    unknown = [k for k in item if k not in CASE_KEYS]
+    if unknown:
+        return broken(f"unknown key {unknown[0]!r} (a case has {', '.join(CASE_KEYS)})", unknown[0])
+    missing = [k for k in REQUIRED_KEYS if k not in item]
+    if missing:
+        return broken(f"case #{index + 1} is missing {', '.join(repr(k) for k in missing)}")
+    if not isinstance(raw_id, str) or not _CASE_ID.match(raw_id):
+        return broken(f"case id {raw_id!r} must be letters, digits, '.', '_' or '-'", "id")
+    if not isinstance(raw_rule, str) or not raw_rule.strip():
+        return broken("'rule' must name a rule id", "rule")
+    if kind not in KINDS:
+        return broken(f"kind {item.get('kind')!r} is not one of {', '.join(KINDS)}", "kind")
+    top = item.get("top")
+    if top is not None and (not isinstance(top, str) or not top):
+        return broken("'top' must be a failure-mode id", "top")
+    note = item.get("note")
+    if note is not None and not isinstance(note, str):
+        return broken("'note' must be text", "note")
+    raw_facts = item["facts"]
+    if not isinstance(raw_facts, list):
+        return broken("'facts' must be a list of facts", "facts")
+    facts = FactSet()
+    try:
+        for j, fact in enumerate(raw_facts):
+            fline = line_of(fact) or line_of(item, "facts")
+            facts.add(parse_fact(_plain(fact), where=f"{path}:{fline}" if fline else f"{path} (fact #{j + 1})"))
+    except PrecdxError as exc:
+        return _broken(exc.path or path, exc.line, exc.message + (f" ({exc.hint})" if exc.hint else ""),
+                       case_id, rule, kind)
+    return RuleCase(case_id=case_id, rule=raw_rule, kind=kind, facts=tuple(facts), path=path, line=line,
+                    top=top, note=note)
+
+
+def load_test_file(path: Path) -> list[RuleCase]:
+    spath = str(path)
+    try:
+        doc = load_yaml_file(spath)
+    except PrecdxError as exc:
+        return [_broken(spath, exc.line, exc.message, f"{path.name}-load")]
+    if not isinstance(doc, LineDict) or "cases" not in doc:
+        return [_broken(spath, line_of(doc), "a test file is a mapping with a 'cases' list", f"{path.name}-load")]
+    extra = [k for k in doc if k != "cases"]
+    if extra:
+        return [_broken(spath, line_of(doc, extra[0]), f"unknown top-level key {extra[0]!r} (only 'cases')",
+                        f"{path.name}-load")]
+    items = doc["cases"]
+    if not isinstance(items, list):
+        return [_broken(spath, line_of(doc, "cases"), "'cases' must be a list", f"{path.name}-load")]
+    if not items:
+        return [_broken(spath, line_of(doc, "cases"), "'cases' is empty", f"{path.name}-load")]
+    cases: list[RuleCase] = []
+    first_line: dict[str, int | None] = {}
+    for i, item in enumerate(items):
+        case = _parse_case(item, spath, i)
+        raw_id = item.get("id") if isinstance(item, dict) else None
+        if isinstance(raw_id, str):
+            if raw_id in first_line:
+                prior = first_line[raw_id]
+                case = _broken(spath, line_of(item), f"duplicate case id {raw_id!r} in this file"
+                               + (f" (first at line {prior})" if prior else ""), case.case_id, case.rule, case.kind)
+            else:
+                first_line[raw_id] = line_of(item)
+        cases.append(case)
+    return cases
+
+
+def load_cases(rules_path: str | Path | None = None) -> list[RuleCase]:
+    """Every case of every test file, in file order. Cases that cannot run carry `error`.
+    A full case id ("<RULE>-<id>") that appears in two files is an error on the second."""
+    cases: list[RuleCase] = []
+    seen: dict[str, RuleCase] = {}
+    for path in case_files(rules_path):
+        for case in load_test_file(path):
+            prior = seen.get(case.case_id)
+            if case.error is None and prior is not None and prior.path != case.path:
+                case = _broken(case.path, case.line, f"case id {case.case_id!r} also used at {prior.where}",
+                               case.case_id, case.rule, case.kind)
+            seen.setdefault(case.case_id, case)
+            cases.append(case)
+    return cases
+
+
+# ------------------------------------------------------------------ running
+def available_engines() -> list[str]:
+    """The matcher back ends present in this installation (python always; durable when its
+    module exists -- a durable module that exists but breaks is an error, not a skip)."""
+    engines = ["python"]
+    if importlib.util.find_spec("engine.matching.durable_engine") is not None:
+        engines.append("durable")
+    return engines
+
+
+def _matcher(engine: str, rules_path: str | Path | None):
+    from engine.diagnosis import get_matcher
+
+    try:
+        return get_matcher(engine, str(rules_path) if rules_path else None)
+    except ImportError as exc:
+        raise PrecdxError(f"the {engine} matcher is not available: {exc}",
+                          hint="use --engine python") from None
+
+
+def _fail(case: RuleCase, engine: str, message: str, fired: Iterable[str] = ()) -> Result:
+    return Result(case.case_id, False, f"{case.where}: {message}", case.rule, case.kind, engine, case.path,
+                  case.line, tuple(sorted(set(fired))))
+
+
+def run_case(case: RuleCase, *, engine: str = "python", rules_path: str | Path | None = None) -> Result:
+    """Run one case against the rule pack at `rules_path` (the packaged pack when None)."""
+    if case.error is not None:
+        return _fail(case, engine, case.error)
+    try:
+        pack, matcher = _matcher(engine, rules_path)
+    except PrecdxError as exc:
+        return _fail(case, engine, f"the rule pack does not load: {exc.render()}")
+    by_id = pack.by_id()
+    target = by_id.get(case.rule)
+    if target is None:
+        return _fail(case, engine, f"unknown rule {case.rule!r}: no rule (or alias) with this id in the pack")
+    facts = list(case.facts)
+    firings = matcher.run(facts)
+    fired = {f.rule_id for f in firings}
+    did_fire = target.id in fired
+    if case.kind == "positive" and not did_fire:
+        from engine.matching.python_engine import near_misses
+
+        hint = [nm.missing for nm in near_misses(pack, facts, fired) if nm.rule_id == target.id]
+        why = f"; one condition short: {hint[0]}" if hint else "; no single condition explains it"
+        return _fail(case, engine, f"{target.id} did not fire on a positive case{why}", fired)
+    if case.kind != "positive" and did_fire:
+        bound = next(f for f in firings if f.rule_id == target.id)
+        what = ", ".join(f"{alias}={facts[i].type}" for alias, i in bound.bindings)
+        return _fail(case, engine, f"{target.id} fired on a {case.kind} case (bound {what})", fired)
+    if case.top is not None:
+        from engine.diagnosis import diagnose
+
+        diag = diagnose(FactSet(facts), engine=engine, rules_path=str(rules_path) if rules_path else None,
+                        with_near_misses=False)
+        ranked = [(h.failure_mode, h.score) for h in diag.hypotheses]
+        if not ranked or ranked[0][0] != case.top:
+            shown = ", ".join(f"{m} ({s:.2f})" for m, s in ranked[:3]) or "no hypothesis above the report threshold"
+            return _fail(case, engine, f"expected {case.top} to rank first; got {shown}", fired)
+    verb = "fired" if case.kind == "positive" else "stayed silent"
+    return Result(case.case_id, True, f"{target.id} {verb}" + (f"; {case.top} ranked first" if case.top else ""),
+                  case.rule, case.kind, engine, case.path, case.line, tuple(sorted(fired)))
+
+
+def run_rule_tests(rules_path: str | Path | None = None, *, engine: str = "python",
+                   select: str | None = None) -> list[Result]:
+    """Run every case (or those whose case id contains `select`). An empty list means zero
+    cases ran, which callers must treat as a failure."""
+    cases = load_cases(rules_path)
+    if select:
+        cases = [c for c in cases if select in c.case_id]
+    if engine not in ("python", "durable"):
+        raise PrecdxError(f"unknown engine {engine!r} (choose python or durable)")
+    if engine not in available_engines():  # one clear error, not N failed cases
+        raise PrecdxError(f"the {engine} matcher is not available in this installation", hint="use --engine python")
+    return [run_case(c, engine=engine, rules_path=rules_path) for c in cases]
