@@ -272,3 +272,10 @@ def test_top_level_must_be_a_mapping(tmp_path):
 def test_empty_kb_is_an_error(tmp_path):
     clear_cache()
     assert "empty" in _error(tmp_path).message
+
+
+def test_area_list_matches_the_model():
+    from typing import get_args
+
+    from engine.kb import AREAS, Area
+    assert AREAS == get_args(Area)
