@@ -35,8 +35,11 @@ def _flavour(framework: str, head: str) -> str:
 
 def sniff_file(path: Path, head: bytes) -> Artefact | None:
     """A training log, trainer_state.json or declared-format YAML, recognised by content."""
-    if not head or looks_binary(head):
-        return None
+    if not head:
+        return Artefact(path=path, kind="log", detail="empty") if path.suffix in (".log", ".out") else None
+    if looks_binary(head):
+        # Named like a log but binary: claim it so the user hears why it was not used.
+        return Artefact(path=path, kind="log", detail="binary") if path.suffix in (".log", ".out") else None
     text = head.decode("utf-8", errors="replace")
     if path.suffix == ".json":
         if '"log_history"' in text:
