@@ -22,8 +22,8 @@ class TrainConfig:
     model: ModelConfig = ModelConfig()
     micro_batch_size: int = 8
     global_batch_size: int = 8
-    lr: float = 1e-3
-    min_lr: float = 1e-4
+    lr: float = 5e-3
+    min_lr: float = 5e-4
     lr_warmup_iters: int = 5
     train_iters: int = 40
     weight_decay: float = 0.01
@@ -146,7 +146,6 @@ def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = N
                 group["lr"] = lr
             tokens, labels = make_batch(cfg, it, cfg.seed)
             optimizer.zero_grad(set_to_none=True)
-            capture = probe is not None and probe.wants(it - 1)
             if probe is not None:
                 probe.start()
             try:
@@ -156,7 +155,6 @@ def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = N
                 if probe is not None:
                     probe.stop()
                     probe.step()
-            del capture
             grads = [p.grad for p in model.parameters() if p.grad is not None]
             if overflow_from is not None and it >= overflow_from:
                 # share of overflowing iterations grows as training goes on
@@ -166,7 +164,7 @@ def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = N
             for g in grads:
                 g.div_(scaler.scale)
             norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad))
-            loss_value = float(loss)
+            loss_value = float(loss.detach())
             if math.isnan(norm) and not cfg.fp16:
                 result.failed_at = it
                 break
