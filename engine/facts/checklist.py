@@ -46,7 +46,8 @@ class ConfigDiff(Fact):
     rel_change: Num | None = F("(target - baseline) / |baseline| when both values are numeric; "
                                "inf when the reference value is 0", unit="ratio")
     relevant: Bool = F("the difference can change training numerics: false for logging and "
-                       "device-only keys and for paths that differ only in their directory")
+                       "device-only keys, for paths that differ only in their directory, and for "
+                       "keys set on one side only when the two runs use different frameworks")
     path_only: Bool = F("both values are paths with the same final component (same file or "
                         "dataset at another mount point)", default=False)
     same_framework: Bool = F("both runs were launched with the same training framework (when "

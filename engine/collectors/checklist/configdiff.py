@@ -46,8 +46,16 @@ def _path_only(a: str, b: str) -> bool:
     return a.rstrip("/").rsplit("/", 1)[-1] == b.rstrip("/").rsplit("/", 1)[-1]
 
 
+# MindSpeed is Megatron with an NPU adaptor: same argument set, so the same family.
+_FAMILY = {"mindspeed": "megatron"}
+
+
+def same_family(a: str, b: str) -> bool:
+    return _FAMILY.get(a, a) == _FAMILY.get(b, b)
+
+
 def config_diffs(cfg: RunConfig, ref: RunConfig, pair: str) -> Iterator[Fact]:
-    same_fw = cfg.framework == ref.framework
+    same_fw = same_family(cfg.framework, ref.framework)
     both_complete = cfg.complete and ref.complete
     for name in sorted(set(cfg.settings) | set(ref.settings)):
         mine, theirs = cfg.settings.get(name), ref.settings.get(name)
@@ -78,7 +86,11 @@ def config_diffs(cfg: RunConfig, ref: RunConfig, pair: str) -> Iterator[Fact]:
         yield make(
             "config_diff", pair=pair, role=cfg.run.role, ref_role=ref.run.role, name=name,
             category=cat, baseline=bval, target=tval, presence=presence, rel_change=rel,
-            relevant=cat not in _NOT_CAUSES and not path_only, path_only=path_only,
+            # across framework families a one-sided key only says the other framework has no
+            # such argument, not that it behaves differently
+            relevant=(cat not in _NOT_CAUSES and not path_only
+                      and (same_fw or presence == "both")),
+            path_only=path_only,
             same_framework=same_fw,
             baseline_name=theirs.raw_name if theirs else None,
             target_name=mine.raw_name if mine else None,

@@ -35,6 +35,8 @@ class Switch:
     boolean: bool = True
     # deterministic choice given the enabled state (None: the switch has no such choice)
     reproducible: Callable[[bool | None], bool | None] | None = None
+    # compared between a GPU and an NPU run (allocator tuning is set per device, not a mismatch)
+    cross_device: bool = True
 
 
 def _on_is_det(on: bool | None) -> bool | None:
@@ -66,7 +68,8 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("HCCL_INTRA_ROCE_ENABLE", "communication", "npu", None, None, True, None),
     Switch("HCCL_INTRA_PCIE_ENABLE", "communication", "npu", None, None, True, None),
     Switch("MULTI_STREAM_MEMORY_REUSE", "memory", "npu", None, None, True, None),
-    Switch("PYTORCH_NPU_ALLOC_CONF", "memory", "both", "PYTORCH_CUDA_ALLOC_CONF", None, False, None),
+    Switch("PYTORCH_NPU_ALLOC_CONF", "memory", "both", "PYTORCH_CUDA_ALLOC_CONF", None, False, None,
+           cross_device=False),
     Switch("NPU_ASD_ENABLE", "device", "npu", None, "0", True, None),
     Switch("ASCEND_RT_VISIBLE_DEVICES", "device", "both", "CUDA_VISIBLE_DEVICES", None, False, None),
 )
@@ -141,7 +144,7 @@ def env_diffs(cfg: RunConfig, device: str, ref: RunConfig, ref_device: str, pair
     cross_device = device != ref_device and "unknown" not in (device, ref_device)
     source = ", ".join(cfg.env_sources + ref.env_sources) or None
     for name, switch in BY_NAME.items():
-        if cross_device and switch.device != "both":
+        if cross_device and (switch.device != "both" or not switch.cross_device):
             continue  # a switch that exists on one device only is expected to differ
         a, b = mine[name], theirs[name]
         if a.effective().lower() == b.effective().lower():

@@ -147,9 +147,9 @@ def _known(keys) -> set[str]:
 
 def _sniff_json(path: Path, text: str, name: str) -> Artefact | None:
     keys = set(_JSON_KEY.findall(text))
-    if keys & _NOT_OURS_JSON and not keys & _DEEPSPEED_KEYS:
-        return None
-    if len(_EVAL_KEY.findall(text)) >= 1 and not _known(keys) - {"seed"}:
+    if "log_history" in keys or (keys & _NOT_OURS_JSON and not keys & _DEEPSPEED_KEYS):
+        return None  # trainer_state.json, msprobe configs and dumps belong to other collectors
+    if len(_EVAL_KEY.findall(text)) >= 1 and not _known(keys) - {"seed", "train_epochs"}:
         return Artefact(path, "eval", "metrics")
     if '"results"' in text and re.search(r'"(acc|acc_norm|exact_match|f1)(,[\w-]+)?"\s*:', text):
         return Artefact(path, "eval", "lm_eval")

@@ -1,0 +1,60 @@
+"""Turning a discovered case into checklist facts: per-run states first, then one comparison
+per pair of runs (target~baseline, reruns~original, groups~first group)."""
+from __future__ import annotations
+
+from engine.collectors.base import Case
+from engine.collectors.checklist import configdiff, determinism, envswitches, evals, libraries, structure
+from engine.collectors.checklist.pairs import comparison_pairs, pair_name
+from engine.collectors.checklist.runconfig import RunConfig, build
+from engine.errors import Warnings
+from engine.facts import Fact
+
+
+def collect(case: Case, warnings: Warnings) -> list[Fact]:
+    from engine.discovery import guess_device  # discovery owns device detection
+
+    facts: list[Fact] = []
+    configs: dict[str, RunConfig] = {}
+    devices: dict[str, str] = {}
+    packages: dict[str, tuple[dict | None, str | None]] = {}
+    metrics: dict[str, tuple[dict | None, str | None]] = {}
+    listings: dict[str, dict] = {}
+    for run in case.runs:
+        cfg = build(run, warnings)
+        configs[run.name] = cfg
+        devices[run.name] = device = guess_device(run)
+        facts.extend(configdiff.config_values(cfg))
+        facts.extend(envswitches.switch_facts(cfg, device))
+        status = determinism.status_fact(cfg, device)
+        if status is not None:
+            facts.append(status)
+        packages[run.name] = libraries.run_packages(run, warnings)
+        pkgs, src = packages[run.name]
+        if pkgs:
+            facts.extend(libraries.version_facts(run, pkgs, src))
+        metrics[run.name] = evals.run_metrics(run, warnings)
+        listings[run.name] = structure.run_listings(run, warnings)
+        facts.extend(structure.summary_facts(run, listings[run.name]))
+
+    for run, ref in comparison_pairs(case):
+        pair = pair_name(run, ref)
+        cfg, rcfg = configs[run.name], configs[ref.name]
+        if cfg.has_config and rcfg.has_config:
+            facts.extend(configdiff.config_diffs(cfg, rcfg, pair))
+        elif cfg.has_config or rcfg.has_config:
+            missing = ref if cfg.has_config else run
+            warnings.add(f"no launch script or training config found for {missing.name}; "
+                         f"configuration of {pair} not compared", path=str(missing.root))
+        facts.extend(envswitches.env_diffs(cfg, devices[run.name], rcfg, devices[ref.name], pair))
+        (mine, src), (theirs, rsrc) = packages[run.name], packages[ref.name]
+        if mine is not None and theirs is not None:
+            cross = devices[run.name] != devices[ref.name] or "unknown" in (devices[run.name], devices[ref.name])
+            facts.extend(libraries.library_diffs(run, mine, ref, theirs, pair, cross,
+                                                 ", ".join(s for s in (src, rsrc) if s)))
+        (m_mine, msrc), (m_theirs, mrsrc) = metrics[run.name], metrics[ref.name]
+        if m_mine is not None and m_theirs is not None:
+            facts.extend(evals.eval_gaps(run, m_mine, ref, m_theirs, pair,
+                                         ", ".join(s for s in (msrc, mrsrc) if s)))
+        facts.extend(structure.structure_diffs(run, listings[run.name], ref, listings[ref.name],
+                                               pair, warnings))
+    return facts

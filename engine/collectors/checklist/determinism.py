@@ -1,0 +1,65 @@
+"""Whether a run was set up to be reproducible: seed, deterministic algorithms, deterministic
+communication and matmul order, dropout (from its config, scripts and environment)."""
+from __future__ import annotations
+
+import re
+
+from engine.collectors.checklist.envswitches import run_states, truthy
+from engine.collectors.checklist.runconfig import RunConfig
+from engine.facts import Fact, make
+
+# Frameworks whose seed has a fixed default when none is given (Megatron 1234, HF Trainer 42).
+_FIXED_DEFAULT_SEED = {"megatron", "mindspeed", "megatron_deepspeed", "hf_trainer"}
+# Frameworks whose hidden/attention dropout default is not 0 (Megatron: 0.1).
+_DROPOUT_DEFAULT_ON = {"megatron", "mindspeed", "megatron_deepspeed"}
+_DROPOUT_KEYS = ("hidden_dropout", "attention_dropout", "embedding_dropout")
+_DET_API = re.compile(r"use_deterministic_algorithms\(\s*True|seed_all\([^)]*mode\s*=\s*True")
+
+
+def status_fact(cfg: RunConfig, device: str) -> Fact | None:
+    if not cfg.has_config and not cfg.has_env():
+        return None
+    seed = cfg.value("seed")
+    if seed is None:
+        seed_fixed = cfg.framework in _FIXED_DEFAULT_SEED
+    else:
+        seed_fixed = bool(re.fullmatch(r"-?\d+", seed.strip()))
+    det_algo = truthy(cfg.value("deterministic_mode")) is True or bool(_DET_API.search(cfg.scripts_text))
+    states = run_states(cfg, device)
+    if device == "gpu":
+        comm = states["HCCL_ALGO"].is_set or states["HCCL_DETERMINISTIC"].enabled is True
+        matmul = states["CUBLAS_WORKSPACE_CONFIG"].enabled is True
+    elif device == "npu":
+        comm = states["HCCL_DETERMINISTIC"].enabled is True
+        matmul = states["CLOSE_MATMUL_K_SHIFT"].enabled is True
+    else:
+        comm = states["HCCL_DETERMINISTIC"].enabled is True or states["HCCL_ALGO"].is_set
+        matmul = (states["CLOSE_MATMUL_K_SHIFT"].enabled is True
+                  or states["CUBLAS_WORKSPACE_CONFIG"].enabled is True)
+    dropout_off = _dropout_off(cfg)
+    return make("determinism_status", role=cfg.run.role, run=cfg.run.name, seed=seed,
+                seed_fixed=seed_fixed, deterministic_algorithms=det_algo, comm_deterministic=comm,
+                matmul_deterministic=matmul, dropout_off=dropout_off,
+                fully_deterministic=seed_fixed and det_algo and comm and matmul and dropout_off is True,
+                source=", ".join(sorted({s.source for s in cfg.settings.values() if s.source != "derived"}
+                                        | set(cfg.env_sources))) or None)
+
+
+def _dropout_off(cfg: RunConfig) -> bool | None:
+    values = {k: cfg.value(k) for k in _DROPOUT_KEYS}
+    numbers = []
+    for v in values.values():
+        if v is None:
+            continue
+        try:
+            numbers.append(float(v))
+        except ValueError:
+            return None
+    if any(n > 0 for n in numbers):
+        return False
+    if cfg.framework in _DROPOUT_DEFAULT_ON and (values["hidden_dropout"] is None
+                                                or values["attention_dropout"] is None):
+        return False
+    if not numbers:
+        return None
+    return True
