@@ -1,0 +1,34 @@
+"""msprobe (mindstudio-probe) artefacts: dumps and our own comparison of them, compare results,
+first-diff / first-overflow analyses, training monitor, config_check, pre-check and
+free-benchmark outputs. `COLLECTOR` is what discovery and the engine call."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from engine.collectors.base import Artefact, Case
+from engine.collectors.msprobe.collect import collect as _collect
+from engine.collectors.msprobe.executor import Executor
+from engine.collectors.msprobe.sniff import sniff as _sniff
+from engine.errors import Warnings
+from engine.facts import Fact
+
+
+class MsprobeCollector:
+    """Recognises msprobe files and turns a case's msprobe artefacts into facts."""
+
+    name = "msprobe"
+
+    def __init__(self) -> None:
+        self.quiet = False                       # callers producing JSON set this
+        self.executor: Executor | None = None    # None: local process pool (or Dask by env)
+
+    def sniff(self, path: Path, head: bytes) -> Artefact | None:
+        return _sniff(path, head)
+
+    def collect(self, case: Case, warnings: Warnings, *, quiet: bool | None = None) -> Iterable[Fact]:
+        return list(_collect(case, warnings, quiet=self.quiet if quiet is None else quiet,
+                             executor=self.executor))
+
+
+COLLECTOR = MsprobeCollector()

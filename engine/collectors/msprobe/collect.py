@@ -1,0 +1,331 @@
+"""Turning a case's msprobe artefacts into facts: which dumps to compare with which, running
+the per-rank tasks through an executor, and building the facts from their reports."""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from engine.collectors.base import Case, RunDir
+from engine.collectors.msprobe import analysis_json, api_checks, compare_result, config_check, monitor
+from engine.collectors.msprobe.dumpdir import DumpDir, locate
+from engine.collectors.msprobe.executor import Executor, default_executor
+from engine.collectors.msprobe.localise import Located
+from engine.collectors.msprobe.naming import api_family
+from engine.collectors.msprobe.progress import Progress
+from engine.collectors.msprobe.tasks import DumpTask, SideReport, TaskReport, run_task
+from engine.errors import PrecdxError, Warnings
+from engine.facts import Fact, make
+
+_RERUN_OF = {"target_rerun": "target", "baseline_rerun": "baseline"}
+
+
+def _dumps(run: RunDir, warnings: Warnings) -> dict[tuple[int, int], DumpDir]:
+    found: dict[tuple[int, int], DumpDir] = {}
+    for art in run.files("msprobe.dump"):
+        d = locate(art.path)
+        key = (d.step, d.rank)
+        if key in found:
+            warnings.add(f"two dumps for step {d.step} rank {d.rank} in run {run.name}; using "
+                         f"{found[key].path}", path=str(art.path))
+            continue
+        found[key] = d
+    return found
+
+
+def plan_tasks(case: Case, warnings: Warnings) -> list[tuple[DumpTask, RunDir, RunDir | None, int, int]]:
+    """(task, run, against, step, rank) for every comparison and every dump left unpaired."""
+    dumps = {id(r): _dumps(r, warnings) for r in case.runs}
+    plan: list[tuple[DumpTask, RunDir, RunDir | None, int, int]] = []
+    covered: set[tuple[int, int, int]] = set()   # (run id, step, rank) read by some task
+
+    def pair(run: RunDir, against: RunDir, exact: bool) -> None:
+        mine, theirs = dumps[id(run)], dumps[id(against)]
+        if not mine or not theirs:
+            return
+        for key in sorted(mine):
+            if key in theirs:
+                plan.append((DumpTask(str(mine[key].path), str(theirs[key].path), exact), run, against, *key))
+                covered.add((id(run), *key))
+                covered.add((id(against), *key))
+            else:
+                warnings.add(f"run {run.name} has a dump of step {key[0]} rank {key[1]} but run "
+                             f"{against.name} has none: not compared", path=str(mine[key].path))
+        for key in sorted(set(theirs) - set(mine)):
+            warnings.add(f"run {against.name} has a dump of step {key[0]} rank {key[1]} but run "
+                         f"{run.name} has none: not compared", path=str(theirs[key].path))
+
+    baseline = case.main("baseline")
+    for run in case.by_role("target"):
+        if baseline is not None:
+            pair(run, baseline, exact=False)
+    for run in case.runs:
+        base_role = _RERUN_OF.get(run.role)
+        if base_role:
+            original = case.main(base_role)
+            if original is not None:
+                pair(run, original, exact=True)
+    for run in case.runs:
+        for key, d in sorted(dumps[id(run)].items()):
+            if (id(run), *key) not in covered:
+                plan.append((DumpTask(str(d.path)), run, None, *key))
+    return plan
+
+
+def collect_dump_facts(case: Case, warnings: Warnings, *, quiet: bool = False,
+                       executor: Executor | None = None) -> Iterator[Fact]:
+    """Facts from every msprobe dump of the case (comparison, first NaN, structure)."""
+    plan = plan_tasks(case, warnings)
+    if not plan:
+        return
+    executor = executor or default_executor()
+    progress = Progress("msprobe: comparing dumps", quiet=quiet)
+    reports: list[tuple[TaskReport, RunDir, RunDir | None, int, int]] = []
+    try:
+        for i, rep in enumerate(executor.map(run_task, [p[0] for p in plan])):
+            _, run, against, step, rank = plan[i]
+            reports.append((rep, run, against, step, rank))
+            progress.update(i + 1, len(plan), " dumps")
+    finally:
+        progress.close()
+    yield from _facts_from_reports(reports, warnings)
+
+
+def _side_fact(side: SideReport, run: RunDir, step: int, rank: int) -> Fact:
+    return make("dump_info", role=run.role, run=run.name, step=step, rank=rank, task=side.task,
+                level=side.level, summary_mode=side.summary_mode if side.summary_mode in
+                ("statistics", "md5", "xor") else "none", framework=side.framework,
+                api_count=side.api_count, module_count=side.module_count,
+                nonfinite_count=side.nonfinite_count, has_stack=side.has_stack,
+                has_construct=side.has_construct, complete=side.complete, source=side.path)
+
+
+def _facts_from_reports(reports, warnings: Warnings) -> Iterator[Fact]:
+    seen_info: set[tuple[str, int, int]] = set()
+    nan_by: dict[tuple[int, int, int], tuple[Located, RunDir, str]] = {}   # (run id, step, rank)
+    nan_runs: dict[int, RunDir] = {}
+    baseline_abnormal: dict[tuple[int, int, int], bool | None] = {}
+    for rep, run, against, step, rank in reports:
+        for msg, path in rep.warnings:
+            warnings.add(msg, path=path)
+        if rep.fatal:
+            warnings.add(rep.fatal, path=rep.task.run_dump)
+            continue
+        for side, r in ((rep.run, run), (rep.against, against)):
+            if side is None or r is None:
+                continue
+            if (r.name, step, rank) not in seen_info:
+                seen_info.add((r.name, step, rank))
+                yield _side_fact(side, r, step, rank)
+            if side.first_nan is not None and (id(r), step, rank) not in nan_by:
+                nan_by[(id(r), step, rank)] = (side.first_nan, r, side.path)
+                nan_runs[id(r)] = r
+        if against is None:
+            continue
+        if not rep.task.exact:
+            baseline_abnormal[(id(run), step, rank)] = rep.nan_baseline_abnormal
+        yield from _pair_facts(rep, run, against, step, rank)
+    yield from _nan_facts(nan_by, nan_runs, baseline_abnormal)
+
+
+def _pair_facts(rep: TaskReport, run: RunDir, against: RunDir, step: int, rank: int) -> Iterator[Fact]:
+    src = f"{rep.task.run_dump}, {rep.task.against_dump}"
+    n_unmatched = sum(rep.run_only.values()) + sum(rep.against_only.values())
+    mode = rep.mode or "statistics"
+    all_match = rep.n_diverged == 0 and rep.n_error == 0 and n_unmatched == 0 and rep.first is None
+    yield make("dump_step_compare", run=run.name, role=run.role, against=against.name,
+               against_role=against.role, step=step, rank=rank, mode=mode, all_match=all_match,
+               n_compared=rep.n_compared, n_error=rep.n_error, n_warning=rep.n_warning,
+               n_diverged=rep.n_diverged, n_unmatched=n_unmatched, n_fallback=rep.n_fallback,
+               max_output_rel_err=rep.max_out_err, source=src)
+    f = rep.first
+    if f is not None and rep.task.exact:
+        yield make("nondeterministic_api", run=run.name, role=run.role, against=against.name,
+                   against_role=against.role, step=step, rank=rank,
+                   mode="md5" if mode == "md5" else "exact", api=f.api, api_name=f.api_name,
+                   family=f.family, direction=f.direction, kind=f.kind, module=f.module,
+                   code_line=f.code_line, order_index=f.order, source=src)
+    elif f is not None:
+        yield make("first_divergence", run=run.name, role=run.role, against=against.name,
+                   against_role=against.role, step=step, rank=rank, method="ours", api=f.api,
+                   api_name=f.api_name, family=f.family, direction=f.direction, kind=f.kind,
+                   reason=f.reason, dtype=f.dtype, dtype_against=f.dtype_against, module=f.module,
+                   code_line=f.code_line, input_rel_err=f.input_rel_err,
+                   output_rel_err=f.output_rel_err, order_index=f.order,
+                   label=f.label if f.label in ("error", "warning") else "warning",
+                   matched_by=f.matched_by, source=src)
+    names = []
+    for side_name, counts in (("run_only", rep.run_only), ("against_only", rep.against_only)):
+        for (kind, name), count in sorted(counts.items()):
+            names.append(f"{side_name}:{name}")
+            yield make("dump_structure_diff", run=run.name, against=against.name, step=step, rank=rank,
+                       kind=kind, name=name.split(".", 1)[1] if kind == "module" else name,
+                       side=side_name, count=count, source=src)
+    yield make("dump_structure_summary", run=run.name, against=against.name, step=step, rank=rank,
+               same_structure=not names, n_run_only=len(rep.run_only), n_against_only=len(rep.against_only),
+               names=", ".join(names[:50]) or None, source=src)
+
+
+def _nan_facts(nan_by, nan_runs, baseline_abnormal) -> Iterator[Fact]:
+    by_run_step: dict[tuple[int, int], list[tuple[int, Located]]] = defaultdict(list)
+    for (rid, step, rank), (loc, _run, _path) in nan_by.items():
+        by_run_step[(rid, step)].append((rank, loc))
+    origin: dict[tuple[int, int], int] = {}
+    for key, items in by_run_step.items():
+        sources = [(loc.order, rank) for rank, loc in items if loc.kind != "communication"]
+        pool = sources or [(loc.order, rank) for rank, loc in items]
+        origin[key] = min(pool)[1]
+    for (rid, step, rank), (loc, run, path) in sorted(nan_by.items(), key=lambda kv: kv[0][1:]):
+        twin = baseline_abnormal.get((rid, step, rank))
+        o = origin[(rid, step)]
+        yield make("first_nan", run=run.name, role=run.role, step=step, rank=rank, method="ours",
+                   api=loc.api, api_name=loc.api_name, family=loc.family, direction=loc.direction,
+                   kind=loc.kind, value=loc.value, module=loc.module, code_line=loc.code_line,
+                   order_index=loc.order, baseline_finite=None if twin is None else not twin,
+                   origin_rank=o, is_origin_rank=(o == rank), source=path)
+
+
+# ---- artefacts other than dumps -------------------------------------------------------------
+
+def _guard(warnings: Warnings, path: Path, fn, *args):
+    """Run one reader; a bad file becomes a warning naming it (other artefacts still count)."""
+    try:
+        return fn(path, *args)
+    except PrecdxError as exc:
+        warnings.add(exc.message if exc.path else exc.render(), path=exc.path or str(path), line=exc.line)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        warnings.add(f"cannot read: {exc}", path=str(path))
+    return None
+
+
+def collect_other_facts(case: Case, warnings: Warnings) -> Iterator[Fact]:
+    """Facts from msprobe's own outputs (compare results, analyses, monitor, checks)."""
+    for run in case.runs:
+        yield from _compare_results(run, warnings)
+        yield from _analyses(run, warnings)
+        yield from _checks(run, warnings)
+    yield from _monitor(case, warnings)
+
+
+def _compare_results(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
+    for art in run.files("msprobe.compare_result"):
+        res = _guard(warnings, art.path, compare_result.read_compare_result, warnings)
+        if res is None:
+            continue
+        errors = sum(1 for a in res.apis if a.label == "error")
+        warns = sum(1 for a in res.apis if a.label == "warning")
+        first = res.first_flagged()
+        yield make("compare_result_summary", run=run.name, role=run.role, step=res.step, rank=res.rank,
+                   file=art.path.name, mode=res.mode, n_rows=res.n_rows, n_apis=len(res.apis),
+                   n_error=errors, n_warning=warns,
+                   n_unmatched=sum(1 for a in res.apis if a.unmatched),
+                   n_nonfinite=sum(1 for a in res.apis if a.nonfinite),
+                   first_error_api=first.api if first else None, source=str(art.path))
+        if first is not None:
+            api_name, family, direction = compare_result.describe(first)
+            yield make("first_divergence", run=run.name, role=run.role, against="baseline",
+                       against_role="baseline", step=res.step or 0, rank=res.rank or 0,
+                       method="msprobe_compare", api=first.api, api_name=api_name, family=family,
+                       direction=direction, kind=compare_result.api_kind(first),
+                       reason="nonfinite" if first.nonfinite else None, dtype=first.dtype,
+                       input_rel_err=first.in_err, output_rel_err=first.out_err,
+                       order_index=None, label=first.label, matched_by="msprobe",
+                       code_line=None, source=str(art.path))
+
+
+def _analyses(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
+    for art in run.files("msprobe.diff_analyze"):
+        nodes = _guard(warnings, art.path, lambda p: analysis_json.read_analysis(p, anomaly=False)) or []
+        firsts: dict[int, analysis_json.AnalysedNode] = {}
+        for n in nodes:
+            firsts.setdefault(n.rank, n)
+        for rank, n in sorted(firsts.items()):
+            yield make("first_divergence", run=run.name, role=run.role, against="baseline",
+                       against_role="baseline", step=0, rank=rank, method="diff_analyze", api=n.api,
+                       api_name=n.api_name, family=n.family, direction=n.direction, kind="unknown",
+                       module=n.module, code_line=n.code_line, label="error", matched_by="msprobe",
+                       source=str(art.path))
+    for art in run.files("msprobe.anomaly_analyze"):
+        nodes = _guard(warnings, art.path, lambda p: analysis_json.read_analysis(p, anomaly=True)) or []
+        firsts: dict[int, analysis_json.AnalysedNode] = {}
+        for n in nodes:
+            firsts.setdefault(n.rank, n)
+        ranks = sorted(firsts)
+        for rank in ranks:
+            n = firsts[rank]
+            yield make("first_nan", run=run.name, role=run.role, step=0, rank=rank,
+                       method="overflow_check", api=n.api, api_name=n.api_name, family=n.family,
+                       direction=n.direction, kind=n.kind, module=n.module, code_line=n.code_line,
+                       origin_rank=ranks[0] if len(ranks) == 1 else None,
+                       is_origin_rank=True if len(ranks) == 1 else None, source=str(art.path))
+
+
+def _checks(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
+    lines: list[config_check.CheckLine] = []
+    for art in run.files("msprobe.config_check"):
+        lines += _guard(warnings, art.path, config_check.read_result_workbook, warnings) or []
+    for art in run.files("msprobe.ckpt_similarity"):
+        lines += _guard(warnings, art.path, config_check.read_ckpt_similarity) or []
+    seen = set()
+    for ln in lines:
+        if (ln.section, ln.item) in seen:
+            continue
+        seen.add((ln.section, ln.item))
+        yield make("config_check_result", run=run.name, section=ln.section, item=ln.item, level=ln.level,
+                   bench_value=ln.bench_value, cmp_value=ln.cmp_value)
+    for art in run.files("msprobe.precheck"):
+        for ln in _guard(warnings, art.path, api_checks.read_precheck) or []:
+            base = api_checks.api_base(ln.api)
+            yield make("api_precheck", run=run.name, api=ln.api, api_name=base, family=api_family(base),
+                       forward=ln.forward, backward=ln.backward,
+                       failed="error" in (ln.forward, ln.backward), message=ln.message,
+                       source=str(art.path))
+    for art in run.files("msprobe.free_benchmark"):
+        for ln in _guard(warnings, art.path, api_checks.read_free_benchmark) or []:
+            base = api_checks.api_base(ln.api)
+            yield make("free_benchmark_hit", run=run.name, rank=ln.rank, step=ln.step, api=ln.api,
+                       api_name=base, family=api_family(base), stage=ln.stage, pert_mode=ln.pert_mode,
+                       max_rel=ln.max_rel, threshold=ln.threshold, exceeds=ln.exceeds, source=str(art.path))
+
+
+def _monitor(case: Case, warnings: Warnings) -> Iterator[Fact]:
+    for run in case.runs:
+        for art in run.files("msprobe.monitor_alerts"):
+            for a in _guard(warnings, art.path, monitor.read_alerts) or []:
+                yield make("monitor_anomaly", run=run.name, role=run.role, rank=a.rank, step=a.step,
+                           rule=a.rule, tag=a.tag, target=a.target, table=a.table, value=a.value,
+                           benign=a.benign, source=str(art.path))
+    baseline = case.main("baseline")
+    if baseline is None:
+        return
+    base_files = [a.path for a in baseline.files("msprobe.monitor")]
+    if not base_files:
+        return
+    base_tables = monitor.group_tables(base_files, warnings)
+    for run in case.runs:
+        if run is baseline:
+            continue
+        files = [a.path for a in run.files("msprobe.monitor")]
+        if not files:
+            continue
+        tables = monitor.group_tables(files, warnings)
+        for table in sorted(set(tables) & set(base_tables)):
+            if not (table.startswith("grad") or table.startswith("param") or table.startswith("exp_avg")):
+                continue
+            res = monitor.compare_tables(tables[table], base_tables[table], table)
+            if res is None:
+                continue
+            yield make("grad_monitor_compare", run=run.name, against=baseline.name, metric=res.metric,
+                       n_params=res.n_params, n_steps=res.n_steps, departs=res.departs,
+                       first_step=res.first_step, param=res.param, param_family=res.family,
+                       ratio=res.ratio, max_ratio=res.max_ratio, common_mode=res.common_mode,
+                       late_growth=res.late_growth, nonfinite_step=res.nonfinite_step,
+                       source=", ".join(sorted({str(p.parent) for p in files})))
+
+
+def collect(case: Case, warnings: Warnings, *, quiet: bool = False,
+            executor: Executor | None = None) -> Iterable[Fact]:
+    """All msprobe facts of a case."""
+    yield from collect_dump_facts(case, warnings, quiet=quiet, executor=executor)
+    yield from collect_other_facts(case, warnings)
+
