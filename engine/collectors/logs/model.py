@@ -23,6 +23,10 @@ def parse_num(text: str | None) -> float | None:
     """
     if text is None:
         return None
+    try:  # fast path: the common spellings (1.234E+00, nan, inf) are what float() reads
+        return float(text)
+    except ValueError:
+        pass
     if "," in text and re.match(r"\s*\d{1,3}(?:,\d{3})+(?:\.\d+)?\s*$", text):
         text = text.replace(",", "")
     m = _LEAD.match(text)

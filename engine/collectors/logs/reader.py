@@ -71,24 +71,41 @@ def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
         yield from p.flush()
 
 
-def _decoded_lines(fh, stats: ReadStats) -> Iterator[str]:
+def _decoded_lines(fh, stats: ReadStats, block: int = 1 << 22) -> Iterator[str]:
+    """Text lines of a binary file, read in blocks (decoding a block at a time is much faster
+    than line by line); a line longer than MAX_LINE is cut and the rest of it dropped."""
+    rest = b""
+    skipping = False
     while True:
-        raw = fh.readline(MAX_LINE)
-        if not raw:
-            return
-        stats.bytes += len(raw)
-        if not raw.endswith(b"\n"):
-            if len(raw) >= MAX_LINE:
+        chunk = fh.read(block)
+        if not chunk:
+            break
+        stats.bytes += len(chunk)
+        data = rest + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            rest = b"" if skipping else data
+            if len(rest) > MAX_LINE:
                 stats.cut_lines += 1
-                while True:  # drop the rest of an over-long line
-                    rest = fh.readline(MAX_LINE)
-                    stats.bytes += len(rest)
-                    if not rest or rest.endswith(b"\n"):
-                        break
-            else:
-                stats.truncated_last_line = True
+                stats.lines += 1
+                yield rest[:MAX_LINE].decode("utf-8", errors="replace")
+                rest, skipping = b"", True
+            continue
+        body, rest = data[:cut], data[cut + 1:]
+        lines = body.decode("utf-8", errors="replace").split("\n")
+        if skipping:  # the tail of an over-long line ends here
+            lines = lines[1:]
+            skipping = False
+        for line in lines:
+            stats.lines += 1
+            if len(line) > MAX_LINE:
+                stats.cut_lines += 1
+                line = line[:MAX_LINE]
+            yield line[:-1] if line.endswith("\r") else line
+    if rest and not skipping:
+        stats.truncated_last_line = True
         stats.lines += 1
-        yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        yield rest.decode("utf-8", errors="replace").rstrip("\r")
 
 
 def iter_log(path: Path, stats: ReadStats, parsers: list[LineParser] | None = None) -> Iterator[Item]:

@@ -95,3 +95,11 @@ def test_missing_run_folder(tmp_path: Path, kit) -> None:
     case = Case(runs=[RunDir(role="target", name="target", root=tmp_path / "nope")], root=tmp_path)
     facts, w = kit.collect(case)
     assert facts == []
+
+
+def test_overlong_line_and_crlf(tmp_path: Path, kit) -> None:
+    lines = _meg(6)
+    data = b"x" * (3 * 1024 * 1024) + b"\n" + ("\r\n".join(lines) + "\r\n").encode()
+    facts, w = kit.collect(_case(tmp_path, data))
+    assert "longer than 1 MiB were cut" in _messages(w)
+    assert kit.one(facts, "loss_series", run="target").n_points == 6

@@ -8,11 +8,10 @@ import re
 from engine.collectors.logs.formats.base import Item, LineParser
 from engine.collectors.logs.model import Event
 
-# One alternation used as a prefilter so ordinary lines cost a single regex scan.
-_PREFILTER = re.compile(
-    r"rerun|Unexpected result|Possible (?:transient|persistent)|Correct result|Traceback|out of memory|"
-    r"OutOfMemory|SilentCheck|[Ss]ilent[ _]data|spike detected|NaN detected|found NaN|loaded checkpoint|"
-    r"re-looped|death signal|[Ss]piky loss")
+# Literal prefilter: plain substring tests are several times faster than a regex alternation.
+_NEEDLES = ("rerun", "Unexpected result", "Possible ", "Correct result", "Traceback", "out of memory",
+            "OutOfMemory", "SilentCheck", "ilent data", "ilent_data", "pike", "NaN detected", "found NaN",
+            "loaded checkpoint", "re-looped", "death signal")
 ITER = re.compile(r"iteration #?(\d+)")
 NODE = re.compile(r"node[:= ]\s*([A-Za-z0-9][\w.\-]*)")
 MESSAGE = re.compile(r"message='([^']*)'")
@@ -45,7 +44,10 @@ class EventParser(LineParser):
     hints = ()  # every line; the compiled prefilter does the selection
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
-        if not _PREFILTER.search(text):
+        for needle in _NEEDLES:
+            if needle in text:
+                break
+        else:
             return None
         out: list[Item] = []
         for needle, kind in _RULES:

@@ -30,40 +30,32 @@ def parse_fields(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for part in text.split("|"):
         key, sep, value = part.partition(":")
-        if sep and key.strip():
-            out[_key(key)] = value.strip()
+        if sep:
+            key = key.strip()
+            if "  " in key or not key.islower():  # wrapped or odd spacing/case: normalise
+                key = _key(key)
+            if key:
+                out[key] = value
     return out
 
 
-def record_from_line(text: str, lineno: int, framework: str = "megatron") -> Record | None:
+def record_from_line(text: str, lineno: int, framework: str = "megatron", m: re.Match | None = None
+                     ) -> Record | None:
     """One Megatron iteration line (already joined if it was wrapped) to a Record."""
-    m = HEADER.search(text)
+    m = m or HEADER.search(text)
     if not m:
         return None
     fields = parse_fields(text[m.end() - 1:])
-    rec = Record(line=lineno, framework=framework, step=int(m.group(1)))
-    extra = rec.extra
+    get = fields.get
+    rec = Record(line=lineno, framework=framework, step=int(m.group(1)), loss=parse_num(get("lm loss")),
+                 lr=parse_num(get("learning rate")), loss_scale=parse_num(get("loss scale")),
+                 grad_norm=parse_num(get("grad norm")), skipped=parse_int(get("number of skipped iterations")),
+                 nan_iters=parse_int(get("number of nan iterations")))
     for key, value in fields.items():
-        if key == "lm loss":
-            rec.loss = parse_num(value)
-        elif key == "learning rate":
-            rec.lr = parse_num(value)
-        elif key == "loss scale":
-            rec.loss_scale = parse_num(value)
-        elif key == "grad norm":
-            rec.grad_norm = parse_num(value)
-        elif key == "number of skipped iterations":
-            rec.skipped = parse_int(value)
-        elif key == "number of nan iterations":
-            rec.nan_iters = parse_int(value)
-        elif key.endswith("loss") and not key.startswith("decoupled"):
+        if key.endswith("loss") and key != "lm loss" and not key.startswith("decoupled"):
             num = parse_num(value)
             if num is not None:
-                extra[key] = num
-        elif key in ("consumed samples", "consumed tokens", "global batch size"):
-            num = parse_num(value)
-            if num is not None:
-                extra[key] = num
+                rec.extra[key] = num
     if rec.loss is None and any(k in fields for k in _AFTER_LOSSES):
         rec.loss_missing = True
     return rec
@@ -108,7 +100,7 @@ class MegatronParser(LineParser):
             self._line = lineno
             self.pending = True
             return out or None
-        rec = record_from_line(text, lineno)
+        rec = record_from_line(text, lineno, m=m)
         if rec:
             out.append(rec)
         return out or None
