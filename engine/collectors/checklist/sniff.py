@@ -55,7 +55,8 @@ def sniff(path: Path, head: bytes) -> Artefact | None:
         return _binary_named(path)
     stripped = text.lstrip("\ufeff \t\r\n")
     name = path.name.lower()
-    if stripped.startswith(("{", "[")):
+    # "[section]" opens TOML/INI too: a JSON array starts with "[" then a value, not a name
+    if stripped.startswith("{") or re.match(r"\[\s*[\[{\"\d\]-]", stripped):
         return _sniff_json(path, stripped, name)
     lines = [ln for ln in text.splitlines()[:400] if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
