@@ -26,8 +26,11 @@ _INIT_OPS = ("empty", "empty_like", "new_empty", "new_empty_strided", "empty_str
 def tensor_key(t: TensorInfo) -> int | None:
     """Identity of a tensor's content for producer look-up: element count and extreme values
     survive the view/transpose/cast ops msprobe does not dump."""
-    if t.kind != "tensor" or t.abnormal() or t.max is None or t.min is None:
+    if t.kind != "tensor" or t.max is None or t.min is None:
         return None
+    if t.abnormal():
+        # NaN never equals itself and hashes by identity: key non-finite tensors by their text
+        return hash((t.numel, repr(t.max), repr(t.min), t.shape))
     return hash((t.numel, t.max, t.min))
 
 

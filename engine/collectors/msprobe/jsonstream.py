@@ -36,8 +36,8 @@ def _rewrite(block: bytes) -> bytes:
 
 
 class NonFiniteTolerantReader:
-    """File-like wrapper rewriting bare NaN/Infinity tokens; cuts blocks after a comma so a token
-    is never split between two blocks."""
+    """File-like wrapper rewriting bare NaN/Infinity tokens; cuts blocks just before a comma so a
+    token and the delimiter in front of it are never split between two blocks."""
 
     def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
@@ -54,13 +54,14 @@ class NonFiniteTolerantReader:
                 block, self._carry = self._carry, b""
                 return _rewrite(block)
             buf = self._carry + chunk
+            # cut before the last comma: the delimiter stays with the token it introduces
             cut = buf.rfind(b",")
-            if cut < 0 and len(buf) < _MAX_CARRY:
+            if cut <= 0 and len(buf) < _MAX_CARRY:
                 self._carry = buf
                 continue
-            cut = cut if cut >= 0 else len(buf) - 1
-            self._carry = buf[cut + 1:]
-            return _rewrite(buf[:cut + 1])
+            cut = cut if cut > 0 else len(buf)
+            self._carry = buf[cut:]
+            return _rewrite(buf[:cut])
 
     def read(self, size: int = -1) -> bytes:
         if self._pos >= len(self._out):

@@ -182,7 +182,10 @@ class Alert:
     @property
     def benign(self) -> bool:
         # the gradient of a model input that has none (token ids, the root input) is always NaN
-        return self.table == "actv_grad" and (self.target.endswith(".input") or self.target == ".input")
+        # (the root input, or the embedding's input: integer token ids)
+        if self.table != "actv_grad" or not self.target.endswith(".input"):
+            return False
+        return self.target == ".input" or "embed" in self.target.lower()
 
 
 def read_alerts(path: Path) -> list[Alert]:
