@@ -49,7 +49,7 @@ _NOT_OURS_JSON = {"log_history", "dump_path", "task", "wg_distribution", "xy_dis
 def sniff(path: Path, head: bytes) -> Artefact | None:
     """The checklist artefact this file is, or None."""
     if b"\x00" in head[:8192]:
-        return None
+        return _binary_named(path)
     text = head.decode("utf-8", errors="replace")
     if text.count("\ufffd") > max(8, len(text) // 100):
         return _binary_named(path)
