@@ -8,6 +8,7 @@ from engine.collectors.base import Artefact
 
 _LEVEL = re.compile(rb'"level"\s*:\s*"([^"]*)"')
 _TASK = re.compile(rb'"task"\s*:\s*"([^"]*)"')
+_RANK_DIR = re.compile(r"^(rank|proc)_?\d+$")
 
 
 def _first_line(head: bytes) -> bytes:
@@ -20,6 +21,8 @@ def sniff(path: Path, head: bytes) -> Artefact | None:
     name = path.name.lower()
     if body.startswith(b"{"):
         return _sniff_json(path, name, body)
+    if name == "dump.json" and _RANK_DIR.match(path.parent.name):
+        return Artefact(path, "msprobe.dump", "unknown/unknown")  # damaged: reported by collect
     if body.startswith(b"PK\x03\x04") and name.endswith(".xlsx"):
         if name.startswith("compare_result"):
             return Artefact(path, "msprobe.compare_result", "xlsx")
@@ -50,6 +53,9 @@ def _sniff_json(path: Path, name: str, body: bytes) -> Artefact | None:
         tk = task.group(1).decode("utf-8", "replace") if task else "unknown"
         kind = "msprobe.debug" if lv == "debug" else "msprobe.dump"
         return Artefact(path, kind, f"{tk}/{lv}")
+    if name == "dump.json" and _RANK_DIR.match(path.parent.name):
+        # an empty or damaged dump in a dump folder: recognised so the user hears about it
+        return Artefact(path, "msprobe.dump", "unknown/unknown")
     sibling_dump = (path.parent / "dump.json").is_file()
     if name == "stack.json" and sibling_dump:
         return Artefact(path, "msprobe.stack", "")
