@@ -57,6 +57,18 @@ def discover_case(case_dir: str | Path, *, warnings: Warnings | None = None,
     return case
 
 
+def discover_folder(path: str | Path, *, warnings: Warnings | None = None,
+                    collectors: Sequence[Collector] | None = None) -> Case:
+    """A case folder, or else a single run folder (as the target run): what `precdx inspect`
+    accepts."""
+    root = Path(path)
+    if root.is_dir() and not any(_role_of_folder(p.name) for p in root.iterdir() if p.is_dir()):
+        case = discover_runs(target=root, warnings=warnings, collectors=collectors)
+        case.root = root
+        return case
+    return discover_case(root, warnings=warnings, collectors=collectors)
+
+
 def discover_runs(*, target: str | Path, baseline: str | Path | None = None,
                   target_reruns: Iterable[str | Path] = (), baseline_reruns: Iterable[str | Path] = (),
                   warnings: Warnings | None = None, collectors: Sequence[Collector] | None = None,
