@@ -51,11 +51,15 @@ class _Tok:
 def read_script(text: str, environ: dict[str, str] | None = None) -> ShellScript:
     """Read a script; `environ` is the launching shell's environment (e.g. env.txt)."""
     script = ShellScript()
-    try:
-        tokens = _lex(text)
-    except ShellSyntaxError as exc:
-        script.error = exc
-        tokens = _lex(_cut_before(text, exc.line))
+    readable = text
+    while True:
+        try:
+            tokens = _lex(readable)
+            break
+        except ShellSyntaxError as exc:
+            script.error = script.error or exc
+            cut = _cut_before(readable, exc.line)
+            readable = cut if len(cut) < len(readable) else ""  # always make progress
     env: dict[str, str | list[str]] = dict(environ or {})
     for words, line in _simple_commands(tokens):
         _run(words, line, env, script)
@@ -333,7 +337,11 @@ def _assign(m: re.Match, env: dict[str, str | list[str]]) -> None:
     name, index, op, raw = m.group(1), m.group(2), m.group(3), m.group(4)
     if raw.startswith("(") and raw.endswith(")"):
         items: list[str] = []
-        for tok in _lex(raw[1:-1]):
+        try:
+            inner = _lex(raw[1:-1])
+        except ShellSyntaxError:
+            inner = [_Tok("word", raw[1:-1], 0)]
+        for tok in inner:
             if tok.kind == "word":
                 items.extend(expand_word(tok.text, env))
         prior = env.get(name)

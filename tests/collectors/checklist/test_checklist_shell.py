@@ -1,7 +1,13 @@
 """The launch-script reader: variables, expansion, continuations, arrays, broken scripts."""
 from __future__ import annotations
 
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from engine.collectors.checklist.shell import RANDOM, read_script
+from engine.collectors.checklist.sniff import sniff
 
 MEGATRON = r'''#!/bin/bash
 export CUDA_DEVICE_MAX_CONNECTIONS=1
@@ -68,3 +74,20 @@ def test_command_prefix_assignments_are_recorded_as_command_env():
     script = read_script("ASCEND_LAUNCH_BLOCKING=1 python train.py --lr 1\n")
     assert script.commands[0].env == {"ASCEND_LAUNCH_BLOCKING": "1"}
     assert script.commands[0].argv[0] == "python"
+
+
+SHELLISH = 'ab$"\'{}()[]\\\n =-#<>|&;`:+@*0123456789 \t'
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=SHELLISH, max_size=200))
+def test_any_text_reads_without_exceptions(text):
+    script = read_script(text, {"A": "1"})
+    assert all(isinstance(w, str) for c in script.commands for w in c.argv)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400))
+def test_sniff_never_raises_on_bytes(data):
+    for name in ("env.txt", "pip_freeze.txt", "run.sh", "cfg.yaml", "x.json"):
+        sniff(Path(name), data)
