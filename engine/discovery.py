@@ -161,7 +161,10 @@ def _scan(run: RunDir, root: Path, collectors: Sequence[Collector], warnings: Wa
           exclude: set[Path] | None = None) -> None:
     real_root = root.resolve()
     count = 0
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+    def unreadable(exc: OSError) -> None:
+        run.ignored.append((Path(exc.filename or root), f"cannot list folder: {exc.strerror or exc}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=unreadable):
         here = Path(dirpath)
         depth = len(here.relative_to(root).parts)
         kept = []
