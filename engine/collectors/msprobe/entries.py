@@ -27,6 +27,7 @@ class TensorInfo:
     md5: str | None = None
     requires_grad: bool | None = None
     value: str | None = None       # scalar arguments, as text
+    bad: str | None = None         # cached abnormal(): "nan" | "inf" | None
 
     @property
     def numel(self) -> int:
@@ -46,11 +47,17 @@ class TensorInfo:
         return ("int" in d or "long" in d) and not self.is_float
 
     def abnormal(self) -> str | None:
-        """'nan' / 'inf' when the statistics show values that are not finite numbers.
+        """'nan' / 'inf' when the statistics show values that are not finite numbers (cached)."""
+        return self.bad
 
-        A -inf minimum with a finite maximum is the legal fill of an attention mask
+    def _classify(self) -> str | None:
+        """A -inf minimum with a finite maximum is the legal fill of an attention mask
         (masked_fill / where with -inf), so it is not counted; Mean/Norm overflowing while
         Max/Min are finite is a statistics overflow, not a bad tensor."""
+        mx, mn, me, no = self.max, self.min, self.mean, self.norm
+        if (type(mx) is float and type(mn) is float and -math.inf < mn <= mx < math.inf
+                and (me is None or me == me) and (no is None or no == no)):
+            return None   # the common case: finite extremes, no NaN anywhere
         if self.kind != "tensor":
             return None
         vals = (self.max, self.min, self.mean, self.norm)
@@ -79,7 +86,10 @@ class Entry:
 
 
 def _num(v: Any) -> Any:
-    return denan(v) if type(v) is float else v
+    # sentinels are tiny sub-normals: one comparison keeps the common case cheap
+    if type(v) is float and -1e-300 < v < 1e-300:
+        return denan(v)
+    return v
 
 
 def _leaf(slot: str, v: Any) -> TensorInfo:
@@ -89,11 +99,14 @@ def _leaf(slot: str, v: Any) -> TensorInfo:
         return TensorInfo(slot, "scalar", value=str(_num(v)))
     if "dtype" in v or "shape" in v or "md5" in v or "Max" in v:
         shape = v.get("shape")
-        return TensorInfo(
-            slot, "tensor", dtype=str(v.get("dtype")) if v.get("dtype") is not None else None,
-            shape=tuple(shape) if isinstance(shape, list) else None,
-            max=_num(v.get("Max")), min=_num(v.get("Min")), mean=_num(v.get("Mean")),
-            norm=_num(v.get("Norm")), md5=v.get("md5"), requires_grad=v.get("requires_grad"))
+        dtype = v.get("dtype")
+        t = TensorInfo(
+            slot, "tensor", dtype if dtype is None or type(dtype) is str else str(dtype),
+            tuple(shape) if type(shape) is list else None,
+            _num(v.get("Max")), _num(v.get("Min")), _num(v.get("Mean")),
+            _num(v.get("Norm")), v.get("md5"), v.get("requires_grad"))
+        t.bad = t._classify()
+        return t
     if "value" in v:
         return TensorInfo(slot, "scalar", dtype=str(v.get("type")), value=repr(_num(v.get("value"))))
     return TensorInfo(slot, "scalar", dtype=str(v.get("type")), value=None)

@@ -75,10 +75,10 @@ def _rel(a: float, b: float, scale: float) -> float:
 
 
 def _number(v) -> float | None:
-    if v is None or isinstance(v, str):
+    if type(v) is float or v is None:
+        return v
+    if isinstance(v, str):
         return None
-    if isinstance(v, bool):
-        return float(v)
     return float(v)
 
 
@@ -95,6 +95,10 @@ def tensor_diff(a: TensorInfo, b: TensorInfo, mode: Mode) -> TensorDiff:
         if a.value != b.value:
             return TensorDiff(a.slot, math.inf, math.inf, ("scalar_arg",))
         return TensorDiff(a.slot, 0.0, 0.0, ())
+    if (a.max == b.max and a.min == b.min and a.mean == b.mean and a.norm == b.norm
+            and a.md5 == b.md5 and a.dtype == b.dtype and a.shape == b.shape and a.bad is None
+            and a.requires_grad == b.requires_grad):
+        return TensorDiff(a.slot, 0.0, 0.0, ())   # bit-equal: the common case between reruns
     if a.dtype != b.dtype:
         reasons.append("dtype")
     if a.shape != b.shape:
@@ -106,11 +110,15 @@ def tensor_diff(a: TensorInfo, b: TensorInfo, mode: Mode) -> TensorDiff:
             reasons.append("md5")
             return TensorDiff(a.slot, 1.0, 1.0, tuple(reasons))
         return TensorDiff(a.slot, 0.0, 0.0, tuple(reasons))
+    if not reasons and a.bad is None and b.bad is None and a.md5 is None:
+        fast = _finite_stats_error(a, b)
+        if fast is not None:
+            return TensorDiff(a.slot, fast[0], fast[1], ())
     bad_a, bad_b = a.abnormal(), b.abnormal()
     if bad_a and not bad_b:
         reasons.append("nonfinite")
-    amx, amn, ame, ano = (_number(v) for v in (a.max, a.min, a.mean, a.norm))
-    bmx, bmn, bme, bno = (_number(v) for v in (b.max, b.min, b.mean, b.norm))
+    amx, amn, ame, ano = _number(a.max), _number(a.min), _number(a.mean), _number(a.norm)
+    bmx, bmn, bme, bno = _number(b.max), _number(b.min), _number(b.mean), _number(b.norm)
     finite_b = [abs(x) for x in (bmx, bmn) if x is not None and math.isfinite(x)]
     scale = max(finite_b, default=0.0)
     norm_rel = 0.0
@@ -131,6 +139,40 @@ def tensor_diff(a: TensorInfo, b: TensorInfo, mode: Mode) -> TensorDiff:
     if mode == "exact" and err == 0.0 and a.md5 is not None and b.md5 is not None and a.md5 != b.md5:
         err = 1e-12
     return TensorDiff(a.slot, err, norm_rel, tuple(reasons))
+
+
+_FLOAT = float
+_INF = math.inf
+
+
+def _finite_stats_error(a: TensorInfo, b: TensorInfo) -> tuple[float, float] | None:
+    """The same error as the general path, for the common case of eight finite floats."""
+    amx, amn, ame, ano = a.max, a.min, a.mean, a.norm
+    bmx, bmn, bme, bno = b.max, b.min, b.mean, b.norm
+    if not (type(amx) is _FLOAT and type(amn) is _FLOAT and type(ame) is _FLOAT and type(ano) is _FLOAT
+            and type(bmx) is _FLOAT and type(bmn) is _FLOAT and type(bme) is _FLOAT and type(bno) is _FLOAT):
+        return None
+    if not (-_INF < bmn and bmx < _INF and -_INF < amn and amx < _INF and bno < _INF and ano < _INF):
+        return None
+    scale = bmx if bmx > -bmn else -bmn
+    if bno == 0.0 or scale <= 0.0:
+        return None
+    norm_rel = abs(ano - bno) / abs(bno)
+    err = norm_rel
+    e = abs(amx - bmx) / scale
+    if e > err:
+        err = e
+    e = abs(amn - bmn) / scale
+    if e > err:
+        err = e
+    numel = 1
+    for d in b.shape or ():
+        numel *= d if type(d) is int else 1
+    rms = bno / math.sqrt(numel if numel > 0 else 1)
+    e = abs(ame - bme) / (rms if rms > 0 else scale)
+    if e > err:
+        err = e
+    return err, norm_rel
 
 
 def _pair_leaves(xs: list[TensorInfo], ys: list[TensorInfo]) -> list[tuple[TensorInfo, TensorInfo]]:
