@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -128,13 +129,13 @@ def _parse_case(item: Any, path: str, index: int) -> RuleCase:
     if not isinstance(raw_facts, list):
         return broken("'facts' must be a list of facts", "facts")
     facts = FactSet()
-    try:
-        for j, fact in enumerate(raw_facts):
-            fline = line_of(fact) or line_of(item, "facts")
-            facts.add(parse_fact(_plain(fact), where=f"{path}:{fline}" if fline else f"{path} (fact #{j + 1})"))
-    except PrecdxError as exc:
-        return _broken(exc.path or path, exc.line, exc.message + (f" ({exc.hint})" if exc.hint else ""),
-                       case_id, rule, kind)
+    for j, fact in enumerate(raw_facts):
+        fline = line_of(fact) or line_of(item, "facts")
+        try:
+            facts.add(parse_fact(_plain(fact), where=path))
+        except PrecdxError as exc:
+            return _broken(path, fline, f"fact #{j + 1}: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""),
+                           case_id, rule, kind)
     return RuleCase(case_id=case_id, rule=raw_rule, kind=kind, facts=tuple(facts), path=path, line=line,
                     top=top, note=note)
 
@@ -186,6 +187,21 @@ def load_cases(rules_path: str | Path | None = None) -> list[RuleCase]:
             seen.setdefault(case.case_id, case)
             cases.append(case)
     return cases
+
+
+def case_counts(cases: Iterable[RuleCase], rules: Iterable[Any]) -> dict[str, Counter]:
+    """Rule id -> Counter of runnable cases by kind ("positive", "negative", "insufficient").
+    Cases naming an old id (alias) count for the rule that carries it; broken cases never count."""
+    rules = list(rules)
+    owner = {}
+    for r in rules:
+        for name in (r.id, *getattr(r, "aliases", ())):
+            owner.setdefault(name, r.id)
+    counts: dict[str, Counter] = {r.id: Counter() for r in rules}
+    for case in cases:
+        if case.error is None and case.rule in owner:
+            counts[owner[case.rule]][case.kind] += 1
+    return counts
 
 
 # ------------------------------------------------------------------ running
