@@ -2,8 +2,8 @@
 
 The model, kept simple on purpose:
 - Belief. Over the failure modes in play (every mode a rule of the pack can support or argue
-  against, plus any scored one), p(mode) is proportional to PRIOR + score(mode): a flat prior
-  reshaped by the evidence. Its Shannon entropy (bits) measures how undecided the diagnosis is.
+  against, plus any scored one, plus UNEXPLAINED: none of them), p(mode) is proportional to
+  PRIOR + score(mode): a flat prior reshaped by the evidence. Its Shannon entropy (bits) measures how undecided the diagnosis is.
 - Candidates and their outcomes.
   * question: an unanswered catalogue question that some rule tests. Each possible answer (yes
     and no; for number questions one value on each side of every threshold the rules use) is
@@ -11,9 +11,13 @@ The model, kept simple on purpose:
   * check: a fact that near-miss rules wait for (a missing fact type, or a field no fact of that
     type carries). Outcomes: each waiting rule fires (adding its estimated weight to its modes),
     or none does.
-  * experiment: a next step of a top hypothesis. Outcomes: it confirms the hypothesis or refutes
-    it, each worth CONFIRM_WEIGHT of evidence.
-  Outcomes are taken as equally likely: the rule pack has no likelihoods to do better.
+  * experiment: a next step of a top hypothesis, read as a test of that hypothesis that comes
+    out right with probability TEST_ACCURACY. Its outcomes update the belief by Bayes' rule and
+    are weighted by their predicted probability, so its gain is the mutual information between
+    the outcome and the failure mode (never negative).
+  Question and check outcomes are taken as equally likely: the rule pack has no likelihoods to
+  do better, so a candidate whose outcomes on average spread the belief gets a negative gain
+  and is left out.
 - Value. gain = H(now) - mean H(after each outcome); value = gain / cost weight, cost weights
   doubling per class (read < rerun < dump < long_run < cluster).
 """
@@ -35,12 +39,13 @@ from engine.rulepack.compiler import CompiledPack, CompiledRule
 from engine.rulepack.schema import COST_LABELS
 
 PRIOR = 0.05            # flat prior mass per mode in play
-CONFIRM_WEIGHT = 0.6    # evidence an experiment adds for (or against) the hypothesis it tests
+TEST_ACCURACY = 0.8     # P(an experiment confirms | its hypothesis holds) = P(refutes | it does not)
 NEAR_MISS_STRENGTH = 0.75  # strength assumed for a near-miss rule that fires (value unknown yet)
 MIN_GAIN = 0.005        # bits; below this a candidate is not worth asking
 DOMINANT_SCORE = 0.6    # a hypothesis dominates at this score ...
 DOMINANT_RATIO = 2.0    # ... when it is also this many times the runner-up
 STEP_HYPOTHESES = 3     # next steps are taken from this many top hypotheses
+UNEXPLAINED = "(unexplained)"  # the cause is none of the modes the pack knows
 
 Kind = Literal["question", "check", "experiment"]
 
@@ -75,6 +80,7 @@ class _Candidate:
     command: str | None = None
     why: str = ""
     rules: tuple[str, ...] = ()
+    tests_mode: str | None = None  # experiments: the hypothesis the step tests
 
 
 # ---------------------------------------------------------------- belief
@@ -87,7 +93,8 @@ def belief(scores: Mapping[str, float], universe: Iterable[str]) -> dict[str, fl
 
 
 def entropy(scores: Mapping[str, float], universe: Iterable[str]) -> float:
-    return -sum(p * math.log2(p) for p in belief(scores, universe).values() if p > 0)
+    """Entropy (bits) of the belief the scores give over the modes in play."""
+    return _entropy_of(belief(scores, universe))
 
 
 def dominant(diag: Diagnosis) -> Hypothesis | None:
@@ -251,7 +258,6 @@ def _check_candidates(facts: list[Fact], pack: CompiledPack, fired: set[str], di
 
 
 def _experiment_candidates(diag: Diagnosis) -> list[_Candidate]:
-    state, base = _support_state(diag), _scores(diag)
     seen: set[str] = set()
     out = []
     for h in diag.hypotheses[:STEP_HYPOTHESES]:
@@ -260,12 +266,23 @@ def _experiment_candidates(diag: Diagnosis) -> list[_Candidate]:
             if key in seen:
                 continue
             seen.add(key)
-            pseudo = f"step:{step.rule}:{n}"
-            confirm = _with_rule(state, base, pseudo, CONFIRM_WEIGHT, [h.failure_mode], [])
-            refute = _with_rule(state, base, pseudo, CONFIRM_WEIGHT, [], [h.failure_mode])
-            out.append(_Candidate("experiment", pseudo, step.action, step.cost, [confirm, refute],
-                                  command=step.command, why=step.why, rules=(step.rule,)))
+            out.append(_Candidate("experiment", f"step:{step.rule}:{n}", step.action, step.cost, [],
+                                  command=step.command, why=step.why, rules=(step.rule,), tests_mode=h.failure_mode))
     return out
+
+
+def _test_outcomes(prior: dict[str, float], mode: str) -> list[tuple[float, dict[str, float]]]:
+    """(probability, posterior belief) for the two outcomes of a test of `mode`."""
+    out = []
+    for confirms in (True, False):
+        like = {m: (TEST_ACCURACY if (m == mode) == confirms else 1.0 - TEST_ACCURACY) for m in prior}
+        p_outcome = sum(prior[m] * like[m] for m in prior)
+        out.append((p_outcome, {m: prior[m] * like[m] / p_outcome for m in prior}))
+    return out
+
+
+def _entropy_of(dist: Mapping[str, float]) -> float:
+    return -sum(p * math.log2(p) for p in dist.values() if p > 0)
 
 
 # ---------------------------------------------------------------- plan
@@ -296,19 +313,23 @@ def plan(facts: FactSet | Iterable[Fact], *, engine: str = "python", lang: str =
         candidates += _experiment_candidates(diag)
 
     base = _scores(diag)
-    universe = {m for r in pack.rules for m in (*r.rule.failure_modes, *r.rule.against)} | set(base)
+    universe = {m for r in pack.rules for m in (*r.rule.failure_modes, *r.rule.against)} | set(base) | {UNEXPLAINED}
     for c in candidates:
         for o in c.outcomes:
             universe |= set(o)
-    h0 = entropy(base, universe)
+    prior = belief(base, universe)
+    h0 = _entropy_of(prior)
     out: list[Suggestion] = []
     for c in candidates:
-        after = sum(entropy(o, universe) for o in c.outcomes) / len(c.outcomes)
-        gain = h0 - after
+        if c.tests_mode is not None:
+            weighted = _test_outcomes(prior, c.tests_mode)
+            moved = [c.tests_mode]
+        else:
+            weighted = [(1.0 / len(c.outcomes), belief(o, universe)) for o in c.outcomes]
+            moved = sorted({m for o in c.outcomes for m in universe if abs(o.get(m, 0.0) - base.get(m, 0.0)) > 1e-9})
+        gain = h0 - sum(p * _entropy_of(b) for p, b in weighted)
         if gain < MIN_GAIN:
             continue
-        moved = sorted({m for o in c.outcomes for m in universe
-                        if abs(o.get(m, 0.0) - base.get(m, 0.0)) > 1e-9})
         out.append(Suggestion(kind=c.kind, id=c.id, text=c.text, command=c.command, why=c.why, answer=c.answer,
                               cost=c.cost, cost_label=COST_LABELS[c.cost], gain=round(gain, 4),
                               value=round(gain / COST_WEIGHT[c.cost], 4), modes=moved, rules=list(c.rules)))
