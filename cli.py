@@ -57,7 +57,7 @@ def _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_fi
         if baseline and not target and not case_dir:
             raise PrecdxError("--baseline needs --target")
         case = discover(case_dir, target=target, baseline=baseline, target_reruns=target_reruns,
-                        baseline_reruns=baseline_reruns)
+                        baseline_reruns=baseline_reruns, warnings=warnings)
         facts.extend(collect(case, warnings), strict=False)
     elif not facts_files:
         raise PrecdxError("nothing to diagnose: give a case folder, --target/--baseline, or --facts FILE")
@@ -149,8 +149,11 @@ def inspect(case_dir, fmt):
     """List what was recognised in a case or run folder, as what, and what was ignored and why."""
     from engine import discovery
 
-    case = discovery.discover_case(Path(case_dir))
+    warnings = Warnings()
+    case = discovery.discover_folder(Path(case_dir), warnings=warnings)
     report = discovery.inspect_case(case)
+    if warnings.items:
+        report.setdefault("warnings", warnings.items)
     _emit(json.dumps(report, indent=2, default=str) if fmt == "json" else discovery.render_inspect_text(report), None)
 
 
@@ -279,7 +282,7 @@ def demo(fault, out_dir, list_faults, steps, fmt, lang):
     case_dir = lab.run_demo(fault, Path(out_dir), **kw)
     click.echo(f"precdx demo: artefacts written to {case_dir}; diagnosing ...", err=True)
     warnings = Warnings()
-    facts = collect(discover(case_dir), warnings)
+    facts = collect(discover(case_dir, warnings=warnings), warnings)
     diag = run_diagnosis(facts, lang=lang, warnings=warnings)
     _emit(render(diag, fmt, **({"case_dir": str(case_dir)} if fmt == "html" else {})), None)
 

@@ -13,18 +13,18 @@ from engine.facts import FactSet
 
 def discover(case_dir: str | Path | None = None, *, target: str | Path | None = None,
              baseline: str | Path | None = None, target_reruns: Iterable[str | Path] = (),
-             baseline_reruns: Iterable[str | Path] = ()) -> Case:
+             baseline_reruns: Iterable[str | Path] = (), warnings: Warnings | None = None) -> Case:
     from engine import discovery
 
     if case_dir is not None:
         if target or baseline:
             raise PrecdxError("give either a case folder or --target/--baseline, not both")
-        return discovery.discover_case(Path(case_dir))
+        return discovery.discover_case(Path(case_dir), warnings=warnings)
     if target is None:
         raise PrecdxError("nothing to diagnose: give a case folder, --target (and --baseline), or --facts")
     return discovery.discover_runs(target=Path(target), baseline=Path(baseline) if baseline else None,
                                    target_reruns=[Path(p) for p in target_reruns],
-                                   baseline_reruns=[Path(p) for p in baseline_reruns])
+                                   baseline_reruns=[Path(p) for p in baseline_reruns], warnings=warnings)
 
 
 def collect(case: Case, warnings: Warnings) -> FactSet:

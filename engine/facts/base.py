@@ -12,6 +12,7 @@ never matched). Non-finite numbers are first-class: NaN/Inf parse from floats or
 from __future__ import annotations
 
 import math
+import types
 from dataclasses import dataclass, field as dc_field
 from typing import Annotated, Any, Callable, ClassVar, Iterable, Union, get_args, get_origin
 
@@ -156,7 +157,7 @@ def _field_kind(annotation: Any) -> tuple[str, tuple[str, ...] | None]:
     if origin is Annotated:
         base = get_args(annotation)[0]
         return _field_kind(base)
-    if origin is Union or str(origin) == "types.UnionType":
+    if origin is Union or origin is types.UnionType:
         args = [a for a in get_args(annotation) if a is not type(None)]
         if len(args) == 1:
             return _field_kind(args[0])
