@@ -18,7 +18,7 @@ from engine.matching.python_engine import near_misses
 from engine.ranking import firing_weight, rank, specificity, strength
 from engine.rulepack.compiler import PLACEHOLDER, CompiledPack, CompiledRule, Test, compile_rules
 from engine.rulepack.loader import load_rules
-from engine.rulepack.schema import COST_CLASSES, COST_LABELS
+from engine.rulepack.schema import COST_LABELS
 
 OUTPUT_SCHEMA_VERSION = "1.0"
 REPORT_THRESHOLD = 0.25     # hypotheses below this are not reported
@@ -272,7 +272,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
                     refs.append(ref)
         if info:
             refs += [r for r in info.references if r not in refs]
-        steps.sort(key=lambda s: COST_CLASSES.index(s.cost))  # stable: rule order within a cost class
+        # Steps keep the procedural order the rule authors wrote (strongest rule first); each
+        # carries its cost class so a planner or reader can reorder by cost.
         first_rule = by_id[rule_refs[0].id].rule
         hypotheses.append(Hypothesis(
             failure_mode=ms.mode, score=ms.score,
