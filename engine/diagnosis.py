@@ -18,7 +18,7 @@ from engine.matching.python_engine import near_misses
 from engine.ranking import firing_weight, rank, specificity, strength
 from engine.rulepack.compiler import PLACEHOLDER, CompiledPack, CompiledRule, Test, compile_rules
 from engine.rulepack.loader import load_rules
-from engine.rulepack.schema import COST_LABELS
+from engine.rulepack.schema import COST_LABELS, COST_LABELS_ZH
 
 OUTPUT_SCHEMA_VERSION = "1.0"
 REPORT_THRESHOLD = 0.25     # hypotheses below this are not reported
@@ -266,7 +266,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
                 seen_steps.add(key)
                 steps.append(NextStep(action=action, command=command,
                                       why=render_template(st.why.get(lang), bound) if st.why else "",
-                                      cost=st.cost, cost_label=COST_LABELS[st.cost], rule=rule.id))
+                                      cost=st.cost, cost_label=(COST_LABELS_ZH if lang == "zh" else COST_LABELS)[st.cost],
+                                      rule=rule.id))
             for ref in rule.rule.references:
                 if ref not in refs:
                     refs.append(ref)

@@ -33,6 +33,13 @@ COST_LABELS = {
     "long_run": "long run",
     "cluster": "cluster time",
 }
+COST_LABELS_ZH = {
+    "read": "查看文件/配置",
+    "rerun": "重跑一步",
+    "dump": "dump 一步",
+    "long_run": "长稳运行",
+    "cluster": "集群资源",
+}
 OPERATORS = ("eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "exists", "nonfinite", "matches")
 JOIN_OPERATORS = ("eq", "ne", "lt", "le", "gt", "ge")
 

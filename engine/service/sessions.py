@@ -1,0 +1,105 @@
+"""What a chat turn does to a session (facts in, answers in, skips remembered) and what the
+session shows back (ranking, dominant hypothesis, next question). Plain functions over the
+stored session; the HTTP layer only calls them."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from engine.diagnosis import diagnose
+from engine.facts import Fact, FactSet, parse_fact
+from engine.planner.answers import answer_to_fact
+from engine.planner.nextbest import dominant, plan
+from engine.service.errors import ServiceError
+from engine.service.models import Answer, NextOut, SessionState
+from engine.service.settings import Settings
+from engine.service.store import Session
+
+SUGGESTIONS = 5
+
+
+def parse_facts(items: Iterable[dict[str, Any]], *, where: str = "facts", max_facts: int) -> list[Fact]:
+    items = list(items)
+    if len(items) > max_facts:
+        raise ServiceError(413, "too_many_facts", f"{len(items)} facts in one request (limit {max_facts})")
+    return [parse_fact(item, where=f"{where}[{i}]") for i, item in enumerate(items)]
+
+
+def answers_to_facts(answers: Iterable[Answer], *, source: str) -> tuple[list[Fact], list[str]]:
+    """Facts for the answered questions, and the names of the skipped ones."""
+    facts, skipped = [], []
+    for a in answers:
+        fact = answer_to_fact(a.question, a.answer, source=source)
+        if fact is None:
+            skipped.append(a.question)
+        else:
+            facts.append(fact)
+    return facts, skipped
+
+
+def apply_turn(session: Session, facts: list[Fact], answers: list[Answer], *, max_facts: int) -> None:
+    """Add a turn to the session. An answer (or an observation fact) replaces an earlier answer
+    to the same question; a skip withdraws it and keeps the question from being asked again.
+    Other facts that contradict stored ones are an error (422), and nothing is changed."""
+    answered, skipped_now = answers_to_facts(answers, source="chat")
+    new = list(facts) + answered
+    replaced = {f.name for f in new if f.type == "observation"} | set(skipped_now)
+    kept = [parse_fact(d, where="session") for d in session.facts]
+    kept = [f for f in kept if not (f.type == "observation" and f.name in replaced)]
+    merged = FactSet(kept)
+    for i, fact in enumerate(new):
+        merged.add(fact)
+    if len(merged) > max_facts:
+        raise ServiceError(413, "too_many_facts", f"the session would hold {len(merged)} facts (limit {max_facts})")
+    session.facts = merged.to_json()
+    answered_names = {f.name for f in new if f.type == "observation"}
+    session.skipped = [q for q in dict.fromkeys([*session.skipped, *skipped_now]) if q not in answered_names]
+
+
+def _plan(session: Session, settings: Settings):
+    facts = FactSet(parse_fact(d, where="session") for d in session.facts)
+    diag = diagnose(facts, engine=settings.engine, lang=session.lang, rules_path=settings.rules_path)
+    suggestions = plan(facts, engine=settings.engine, lang=session.lang, rules_path=settings.rules_path,
+                       diag=diag, skipped=session.skipped, limit=None)
+    top = dominant(diag)
+    question = next((s for s in suggestions if s.kind == "question"), None)
+    return facts, diag, suggestions[:SUGGESTIONS], top, question
+
+
+def session_state(session: Session, settings: Settings) -> SessionState:
+    facts, diag, suggestions, top, question = _plan(session, settings)
+    return SessionState(
+        session_id=session.id, lang=session.lang, turns=session.turns, created=session.created,
+        updated=session.updated, expires_at=session.expires, facts=facts.to_json(), skipped=session.skipped,
+        dominant=top.failure_mode if top else None, next_question=None if top else question,
+        suggestions=[] if top else suggestions, diagnosis=diag)
+
+
+def session_next(session: Session, settings: Settings) -> NextOut:
+    _, _, suggestions, top, question = _plan(session, settings)
+    return NextOut(session_id=session.id, dominant=top.failure_mode if top else None,
+                   next_question=None if top else question, suggestions=[] if top else suggestions)
+
+
+def state_markdown(state: SessionState) -> str:
+    """The session for a chat message: the ranking, then what to ask or do next."""
+    from engine.render.markdown import render_markdown
+
+    zh = state.lang == "zh"
+    out = [render_markdown(state.diagnosis).rstrip(), ""]
+    if state.dominant:
+        out.append(f"**已确定：** `{state.dominant}`" if zh else f"**Settled:** `{state.dominant}` dominates.")
+    elif state.next_question:
+        q = state.next_question
+        how = ("数值/skip" if zh else "a number or skip") if q.answer == "number" else ("是/否/skip" if zh else "yes/no/skip")
+        out.append((f"**下一个问题**（`{q.id}`，{q.cost_label}）：{q.text} — 请回答 {how}" if zh
+                    else f"**Next question** (`{q.id}`, {q.cost_label}): {q.text} — answer {how}"))
+    others = [s for s in state.suggestions if s.kind != "question"][:3]
+    if others:
+        out.append("")
+        out.append("**还值得做：**" if zh else "**Also worth doing:**")
+        for s in others:
+            cmd = f" — `{s.command}`" if s.command else ""
+            out.append(f"- *{s.cost_label}*: {s.text}{cmd}")
+    out.append("")
+    out.append(f"_session `{state.session_id}` · {len(state.facts)} facts · turn {state.turns}_")
+    return "\n".join(out).rstrip() + "\n"
