@@ -208,7 +208,8 @@ def collect_other_facts(case: Case, warnings: Warnings) -> Iterator[Fact]:
 
 
 def _compare_results(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
-    for art in run.files("msprobe.compare_result"):
+    placed: set[tuple[int, int]] = set()   # one msprobe first divergence per step/rank (first file)
+    for art in sorted(run.files("msprobe.compare_result"), key=lambda a: str(a.path)):
         res = _guard(warnings, art.path, compare_result.read_compare_result, warnings)
         if res is None:
             continue
@@ -221,7 +222,8 @@ def _compare_results(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
                    n_unmatched=sum(1 for a in res.apis if a.unmatched),
                    n_nonfinite=sum(1 for a in res.apis if a.nonfinite),
                    first_error_api=first.api if first else None, source=str(art.path))
-        if first is not None:
+        if first is not None and (res.step or 0, res.rank or 0) not in placed:
+            placed.add((res.step or 0, res.rank or 0))
             api_name, family, direction = compare_result.describe(first)
             yield make("first_divergence", run=run.name, role=run.role, against="baseline",
                        against_role="baseline", step=res.step or 0, rank=res.rank or 0,
@@ -234,24 +236,31 @@ def _compare_results(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
 
 
 def _analyses(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
-    for art in run.files("msprobe.diff_analyze"):
+    placed: set[tuple[str, int]] = set()   # one fact per method and rank: the first file wins
+    for art in sorted(run.files("msprobe.diff_analyze"), key=lambda a: str(a.path)):
         nodes = _guard(warnings, art.path, lambda p: analysis_json.read_analysis(p, anomaly=False)) or []
         firsts: dict[int, analysis_json.AnalysedNode] = {}
         for n in nodes:
             firsts.setdefault(n.rank, n)
         for rank, n in sorted(firsts.items()):
+            if ("diff", rank) in placed:
+                continue
+            placed.add(("diff", rank))
             yield make("first_divergence", run=run.name, role=run.role, against="baseline",
                        against_role="baseline", step=0, rank=rank, method="diff_analyze", api=n.api,
                        api_name=n.api_name, family=n.family, direction=n.direction, kind="unknown",
                        module=n.module, code_line=n.code_line, label="error", matched_by="msprobe",
                        source=str(art.path))
-    for art in run.files("msprobe.anomaly_analyze"):
+    for art in sorted(run.files("msprobe.anomaly_analyze"), key=lambda a: str(a.path)):
         nodes = _guard(warnings, art.path, lambda p: analysis_json.read_analysis(p, anomaly=True)) or []
         firsts: dict[int, analysis_json.AnalysedNode] = {}
         for n in nodes:
             firsts.setdefault(n.rank, n)
         ranks = sorted(firsts)
         for rank in ranks:
+            if ("nan", rank) in placed:
+                continue
+            placed.add(("nan", rank))
             n = firsts[rank]
             yield make("first_nan", run=run.name, role=run.role, step=0, rank=rank,
                        method="overflow_check", api=n.api, api_name=n.api_name, family=n.family,

@@ -258,3 +258,13 @@ def test_collect_sample_pair_end_to_end(samples: Path, tmp_path: Path) -> None:
     # baseline has step1 too: reported as not compared, not silently dropped
     assert any("step 1" in w["message"] for w in warnings)
     assert {(f.role, f.step) for f in of_type(facts, "dump_info")} == {("target", 0), ("baseline", 0), ("baseline", 1)}
+
+
+def test_several_msprobe_outputs_in_one_run_never_contradict(samples: Path) -> None:
+    # 15_ holds two overflow_check outputs and a compare CSV in one folder
+    facts, warnings = collect_case([run_dir("target", samples / "15_distributed_2rank_gloo")])
+    keys = [f.key() for f in facts]
+    assert len(keys) == len(set(keys))
+    nan = {f.rank: f.api for f in of_type(facts, "first_nan", method="overflow_check")}
+    assert nan[1] == "Tensor.__mul__.1.forward"
+    assert of_type(facts, "first_divergence", method="msprobe_compare")[0].api_name == "Functional.softmax"
