@@ -27,7 +27,10 @@ class MsprobeCollector:
         return _sniff(path, head)
 
     def collect(self, case: Case, warnings: Warnings, *, quiet: bool | None = None) -> Iterable[Fact]:
-        return list(_collect(case, warnings, quiet=self.quiet if quiet is None else quiet,
+        from engine import progress
+        if quiet is None:
+            quiet = self.quiet or not progress.enabled()
+        return list(_collect(case, warnings, quiet=quiet,
                              executor=self.executor))
 
 

@@ -1,0 +1,355 @@
+"""precdx command line: diagnose run pairs, show facts, explain rules and failure modes, lint
+and audit the rule pack, run the demo lab, serve the HTTP API, consult interactively."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from engine import __version__
+from engine.errors import PrecdxError, Warnings
+
+FORMATS = ("text", "json", "markdown", "html")
+
+
+class _Group(click.Group):
+    """Turns PrecdxError into one clear line and a non-zero exit, never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except PrecdxError as exc:
+            click.echo(f"precdx: error: {exc.render()}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("precdx: interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="precdx")
+def main() -> None:
+    """precdx — diagnose accuracy (精度) problems in large-model training."""
+
+
+# ------------------------------------------------------------------ shared input options
+def _inputs(f):
+    f = click.option("--facts", "facts_files", multiple=True, type=click.Path(dir_okay=False),
+                     help="Facts as YAML/JSON (repeatable); combined with collected facts.")(f)
+    f = click.option("--baseline-rerun", "baseline_reruns", multiple=True, type=click.Path(file_okay=False),
+                     help="A rerun of the baseline job (repeatable).")(f)
+    f = click.option("--target-rerun", "target_reruns", multiple=True, type=click.Path(file_okay=False),
+                     help="A rerun of the target job (repeatable).")(f)
+    f = click.option("--baseline", type=click.Path(file_okay=False), help="Baseline run folder (e.g. the GPU run).")(f)
+    f = click.option("--target", type=click.Path(file_okay=False), help="Target run folder (e.g. the NPU run).")(f)
+    f = click.argument("case_dir", required=False, type=click.Path(file_okay=False))(f)
+    return f
+
+
+def _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, warnings: Warnings):
+    from engine.facts import FactSet, load_fact_files
+    from engine.pipeline import collect, discover
+
+    facts = FactSet()
+    if case_dir or target or baseline:
+        if baseline and not target and not case_dir:
+            raise PrecdxError("--baseline needs --target")
+        case = discover(case_dir, target=target, baseline=baseline, target_reruns=target_reruns,
+                        baseline_reruns=baseline_reruns, warnings=warnings)
+        facts.extend(collect(case, warnings), strict=False)
+    elif not facts_files:
+        raise PrecdxError("nothing to diagnose: give a case folder, --target/--baseline, or --facts FILE")
+    if facts_files:
+        given = load_fact_files(facts_files)
+        for fact in given:
+            facts.add(fact)  # user facts that contradict collected ones are an error
+    return facts
+
+
+class _time_budget:
+    """SIGALRM-based wall-clock budget for one CLI diagnosis (main thread only)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def _expired(self, signum, frame):
+        raise PrecdxError(f"time budget of {self.seconds:g} s exceeded", exit_code=3,
+                          hint="raise --time-budget, or give fewer/smaller artefacts")
+
+    def __enter__(self):
+        import signal
+        import threading
+        self.active = self.seconds > 0 and threading.current_thread() is threading.main_thread() \
+            and hasattr(signal, "setitimer")
+        if self.active:
+            self.previous = signal.signal(signal.SIGALRM, self._expired)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            import signal
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}", err=True)
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+
+
+# ------------------------------------------------------------------ diagnose
+@main.command()
+@_inputs
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the report to a file.")
+@click.option("--engine", type=click.Choice(["durable", "python"]), default="durable", show_default=True,
+              help="Rule matcher back end.")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--rules", "rules_path", type=click.Path(exists=True), help="Use another rule pack folder.")
+@click.option("--verbose", "-v", is_flag=True, help="Show every evidence value, step and near miss.")
+@click.option("--fail-on", type=click.Choice(["never", "misaligned", "inconclusive"]), default="never",
+              help="Exit 1 when the verdict is this bad (for CI gates).")
+@click.option("--time-budget", type=float, default=600.0, show_default=True,
+              help="Give up (exit 3) when collecting and diagnosing take longer than this many seconds.")
+def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, fmt, out, engine, lang,
+             rules_path, verbose, fail_on, time_budget):
+    """Diagnose a case folder (baseline/, target/, target_rerun/ ...), a --target/--baseline pair,
+    or facts given with --facts."""
+    from engine import progress
+    from engine.diagnosis import diagnose as run_diagnosis
+    from engine.render import render
+
+    progress.set_quiet(fmt == "json" or out is not None and fmt != "text")
+    warnings = Warnings()
+    with _time_budget(time_budget):
+        facts = _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, warnings)
+        diag = run_diagnosis(facts, engine=engine, lang=lang, rules_path=rules_path, warnings=warnings)
+    kw = {"verbose": verbose} if fmt == "text" else {}
+    if fmt == "html":
+        kw = {"case_dir": case_dir, "target": target, "baseline": baseline}
+    _emit(render(diag, fmt, **kw), out)
+    if fail_on == "misaligned" and diag.verdict == "misaligned":
+        sys.exit(1)
+    if fail_on == "inconclusive" and diag.verdict != "aligned":
+        sys.exit(1)
+
+
+# ------------------------------------------------------------------ facts
+@main.command()
+@_inputs
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--vocabulary", is_flag=True, help="Print the fact vocabulary instead (types, fields, units).")
+def facts(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, fmt, vocabulary):
+    """Print the facts the matcher would see (or, with --vocabulary, every fact type)."""
+    from engine import progress
+    from engine.vocabulary import vocabulary_json, vocabulary_text
+
+    progress.set_quiet(fmt == "json")
+    if vocabulary:
+        _emit(json.dumps(vocabulary_json(), indent=2) if fmt == "json" else vocabulary_text(), None)
+        return
+    warnings = Warnings()
+    fs = _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, warnings)
+    if fmt == "json":
+        _emit(json.dumps({"facts": fs.to_json(), "warnings": warnings.items}, indent=2), None)
+        return
+    lines = []
+    for f in fs:
+        data = f.to_json()
+        ftype = data.pop("type")
+        src = data.pop("source", None)
+        body = ", ".join(f"{k}={v}" for k, v in data.items())
+        lines.append(f"{ftype}: {body}" + (f"    [{src}]" if src else ""))
+    for w in warnings:
+        lines.append(f"warning: {w.get('path', '')}{':' + str(w['line']) if w.get('line') else ''} {w['message']}")
+    _emit("\n".join(lines) + "\n", None)
+
+
+# ------------------------------------------------------------------ inspect
+@main.command()
+@click.argument("case_dir", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def inspect(case_dir, fmt):
+    """List what was recognised in a case or run folder, as what, and what was ignored and why."""
+    from engine import discovery
+
+    warnings = Warnings()
+    case = discovery.discover_folder(Path(case_dir), warnings=warnings)
+    report = discovery.inspect_case(case)
+    if warnings.items:
+        report.setdefault("warnings", warnings.items)
+    _emit(json.dumps(report, indent=2, default=str) if fmt == "json" else discovery.render_inspect_text(report), None)
+
+
+# ------------------------------------------------------------------ schema / explain
+@main.command()
+def schema():
+    """Print the JSON Schema of `diagnose --format json` output."""
+    from engine.diagnosis import Diagnosis
+
+    click.echo(json.dumps(Diagnosis.model_json_schema(), indent=2))
+
+
+@main.command()
+@click.argument("name")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def explain(name, lang, fmt):
+    """Explain a rule (by id) or a failure mode (by id): what it means, what fires it, what to do."""
+    from engine.explain import explain as do_explain
+
+    _emit(do_explain(name, lang=lang, fmt=fmt), None)
+
+
+# ------------------------------------------------------------------ rules
+@main.group()
+def rules():
+    """List, lint and test the rule pack."""
+
+
+@rules.command("list")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--rules", "rules_path", type=click.Path(exists=True))
+def rules_list(fmt, rules_path):
+    """One line per rule: id, status, failure modes, title."""
+    from engine.diagnosis import load_pack
+
+    pack = load_pack(rules_path)
+    rows = [{"id": r.id, "name": r.rule.name, "status": r.rule.status, "stage": r.rule.stage,
+             "failure_modes": r.rule.failure_modes, "against": r.rule.against, "symptom": r.rule.symptom,
+             "title": r.rule.title.en, "path": r.path} for r in pack.rules]
+    if fmt == "json":
+        _emit(json.dumps(rows, indent=2), None)
+        return
+    for row in rows:
+        target = row["symptom"] and f"symptom:{row['symptom']}" or ",".join(row["failure_modes"]) or \
+            "against:" + ",".join(row["against"])
+        click.echo(f"{row['id']:<9} {row['status']:<12} {target:<45} {row['title']}")
+
+
+@rules.command("lint")
+@click.option("--rules", "rules_path", type=click.Path(exists=True))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules_lint(rules_path, fmt):
+    """Check schema, references, quality and logic of the rule pack; exit 1 on errors."""
+    from engine.rulepack.lint import lint, render_lint
+
+    issues = lint(rules_path)
+    _emit(json.dumps([i.as_dict() for i in issues], indent=2) if fmt == "json" else render_lint(issues), None)
+    if any(i.severity == "error" for i in issues):
+        sys.exit(1)
+
+
+@rules.command("test")
+@click.option("--rules", "rules_path", type=click.Path(exists=True))
+@click.option("--engine", type=click.Choice(["durable", "python"]), default="python", show_default=True)
+@click.option("-k", "select", help="Only cases whose rule id contains this text.")
+def rules_test(rules_path, engine, select):
+    """Run the rule test cases (rules/**/*.test.yaml); exit 1 on any failure or zero cases."""
+    from engine.rulepack.ruletest import run_rule_tests
+
+    results = run_rule_tests(rules_path, engine=engine, select=select)
+    failed = [r for r in results if not r.passed]
+    for r in failed:
+        click.echo(f"FAIL {r.case_id}: {r.message}")
+    click.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    if failed or not results:
+        sys.exit(1)
+
+
+# ------------------------------------------------------------------ audit
+@main.command()
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("--fail-under", type=float, default=None, help="Exit 1 when canonical coverage (%) is below this.")
+@click.option("--rules", "rules_path", type=click.Path(exists=True))
+def audit(fmt, fail_under, rules_path):
+    """Coverage: failure modes x rules x tests x collectors able to supply the facts."""
+    from engine.audit import build_audit, render_audit
+
+    report = build_audit(rules_path)
+    _emit(json.dumps(report, indent=2) if fmt == "json" else render_audit(report, fmt), None)
+    if fail_under is not None and report["coverage_percent"] < fail_under:
+        click.echo(f"coverage {report['coverage_percent']:.1f}% is under {fail_under}%", err=True)
+        sys.exit(1)
+
+
+# ------------------------------------------------------------------ demo
+@main.command()
+@click.option("--fault", default=None, help="Fault to inject (see --list).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="precdx-demo", show_default=True)
+@click.option("--list", "list_faults", is_flag=True, help="List the fault catalogue.")
+@click.option("--steps", type=int, default=None, help="Training steps per run.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+def demo(fault, out_dir, list_faults, steps, fmt, lang):
+    """Train a tiny GPT twice on the CPU (baseline and a faulty target), write real artefacts,
+    and diagnose them."""
+    try:
+        from engine import demo as lab
+    except ImportError as exc:  # torch missing
+        raise PrecdxError(f"the demo needs torch: {exc}", hint="pip install torch==2.13.0") from None
+    if list_faults:
+        for name, info in lab.FAULTS.items():
+            click.echo(f"{name:<22} {info}")
+        return
+    fault = fault or lab.DEFAULT_FAULT
+    if fault not in lab.FAULTS:
+        raise PrecdxError(f"unknown fault {fault!r}", hint="choose from " + ", ".join(lab.FAULTS))
+    from engine import progress
+    from engine.diagnosis import diagnose as run_diagnosis
+    from engine.pipeline import collect, discover
+    from engine.render import render
+
+    progress.set_quiet(fmt == "json")
+    click.echo(f"precdx demo: training baseline and target with fault '{fault}' ...", err=True)
+    kw = {"steps": steps} if steps else {}
+    case_dir = lab.run_demo(fault, Path(out_dir), **kw)
+    click.echo(f"precdx demo: artefacts written to {case_dir}; diagnosing ...", err=True)
+    warnings = Warnings()
+    facts = collect(discover(case_dir, warnings=warnings), warnings)
+    diag = run_diagnosis(facts, lang=lang, warnings=warnings)
+    _emit(render(diag, fmt, **({"case_dir": str(case_dir)} if fmt == "html" else {})), None)
+
+
+# ------------------------------------------------------------------ serve / ask (optional parts)
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8787, show_default=True, type=int)
+@click.option("--workers", default=2, show_default=True, type=int)
+@click.option("--db", "db_url", default=None, help="Session store URL (sqlite:///path or postgresql://...).")
+@click.option("--token", envvar="PRECDX_TOKEN", default=None, help="Require this bearer token.")
+def serve(host, port, workers, db_url, token):
+    """Run the HTTP API (chat bots, sessions)."""
+    try:
+        from engine.service.app import serve as run_server
+    except ImportError as exc:
+        raise PrecdxError(f"the service needs its extras: {exc}", hint="pip install 'precdx[serve]'") from None
+    run_server(host=host, port=port, workers=workers, db_url=db_url, token=token)
+
+
+@main.command()
+@_inputs
+@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--max-questions", type=int, default=12, show_default=True)
+def ask(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, lang, max_questions):
+    """Interactive consultation: answer the engine's questions (yes/no/number/skip) one at a time."""
+    from engine.planner.consult import consult
+
+    warnings = Warnings()
+    if case_dir or target or facts_files:
+        facts = _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, warnings)
+    else:
+        from engine.facts import FactSet
+        facts = FactSet()
+    consult(facts, lang=lang, max_questions=max_questions, warnings=warnings)
+
+
+if __name__ == "__main__":
+    main()
