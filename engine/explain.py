@@ -64,7 +64,10 @@ def _explain_mode(entry, rules, lang: str, fmt: str) -> str:
         data["rules"] = [r.id for r in rules]
         return json.dumps(data, indent=2, ensure_ascii=False)
     lines = [f"{entry.id} — {entry.text('title', lang)}"]
+    heads = {"meaning": "含义", "impact": "影响", "diagnosis": "诊断", "mitigation": "缓解"} if lang == "zh" else {}
     for section in ("meaning", "impact", "diagnosis", "mitigation"):
-        lines.append(f"\n{section.capitalize()}:\n  " + entry.text(section, lang).strip().replace("\n", "\n  "))
-    lines.append("\nRules: " + (", ".join(f"{r.id} ({r.rule.name})" for r in rules) or "none"))
+        head = heads.get(section, section.capitalize())
+        lines.append(f"\n{head}:\n  " + entry.text(section, lang).strip().replace("\n", "\n  "))
+    lines.append(("\n规则：" if lang == "zh" else "\nRules: ")
+                 + (", ".join(f"{r.id} ({r.rule.name})" for r in rules) or "none"))
     return "\n".join(lines) + "\n"
