@@ -11,7 +11,10 @@ How the engine's traps are neutralised (see ../shared/durable-rules-notes.md):
   negative pattern that guard is a case split (field usable: negation applies; field absent or
   non-finite: the join is false, so the negative pattern cannot match and is dropped).
 - `$or` (membership tests) only ever comes after a pattern's joins: placed before a join it
-  makes the engine skip that join.
+  makes the engine skip that join. A pattern's joins end with one that always holds: a false
+  last join makes the engine read past the end of its expression list (a segfault).
+- The engine pairs equality joins by the "%f" text of both sides, so -0.0 is sent as 0.0 and a
+  scaled numeric equality (whose product may be -0.0) becomes `>=` and `<=`.
 - Regex tests are computed in Python into a boolean flag field (the engine's regex dialect
   differs); literals never compare a string with a number (the IR compiler typed them).
 - Alpha fan-out: one fact may satisfy at most 64 alpha nodes of a ruleset at once (error 303);
@@ -23,7 +26,7 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from engine.errors import PrecdxError
 from engine.facts import NONFINITE_SUFFIX, REGISTRY
@@ -41,6 +44,7 @@ MAX_PROPERTIES = 255       # engine: error 302 above this
 MAX_RULES_PER_SHARD = 4000  # engine: MAX_ACTIONS 4096
 MAX_CHILDREN = 400         # engine: a node's children live in a 512-slot hash set
 MAX_NEG_CASES = 6          # at most 2**6 case splits per alternative
+MAX_EXPRESSIONS = 31       # engine: a pattern's beta expression list (error 113 above)
 NUMERIC = ("number", "integer")
 _OPS = {"ne": "$neq", "lt": "$lt", "le": "$lte", "gt": "$gt", "ge": "$gte"}
 
@@ -301,8 +305,21 @@ def _translate_alternative(tr: _Translator, rule: CompiledRule, index: int, alt_
                 if not numeric or not math.isfinite(t.scale):
                     raise _rule_error(rule, f"pattern {pattern.alias!r}: scale {t.scale!r} needs numeric fields and a finite number")
                 ref = {"$mul": {"$l": ref, "$r": float(t.scale)}}
-            obj = {t.field: ref} if t.op == "eq" else {_OPS[t.op]: {t.field: ref}}
-            joins.append(_cond(obj))
+            if t.op == "eq" and numeric and t.scale is not None:
+                # The engine finds equality-join partners by the "%f" text of both sides; a
+                # computed side can be -0.0 ("-0.000000"), so compare as >= and <= instead.
+                joins.append(_cond({"$gte": {t.field: ref}}))
+                joins.append(_cond({"$lte": {t.field: ref}}))
+            elif t.op == "eq":
+                joins.append(_cond({t.field: ref}))
+            else:
+                joins.append(_cond({_OPS[t.op]: {t.field: ref}}))
+        if joins:
+            # Always-true last join (every fact of a request carries the same sid): when the
+            # last join of an `$and` is false the engine skips past the group's end marker and
+            # reads beyond the expression list (seen as segfaults in reduceExpressionSequence).
+            first = not negative and pattern.alias == alt.positives[0].alias
+            joins.append(_cond({"$gte": {"sid": {"$m": "sid"} if first else {"p0": "sid"}}}))
         return literal, joins, guards, external
 
     positives = []
@@ -327,10 +344,14 @@ def _translate_alternative(tr: _Translator, rule: CompiledRule, index: int, alt_
 
     def steps_of(fact_type: str, literal: list[Step], present: set[str], absent: set[str],
                  joins: list[Cond]) -> list[Step]:
+        ors = [s for s in literal if isinstance(s, OneOf)]
+        length = 2 + len(joins) + 2 * len(ors)  # the pattern's beta expression list
+        if length > MAX_EXPRESSIONS:
+            raise _rule_error(rule, f"a {fact_type.removeprefix(NEG_PREFIX)} pattern needs {length} engine "
+                                    f"expressions (joins, membership tests); the engine allows {MAX_EXPRESSIONS}")
         singles = [s for s in literal if isinstance(s, Cond)]
         singles += [_exists(f) for f in present] + [_absent(f) for f in absent]
         singles = sorted({s.key: s for s in singles}.values(), key=lambda s: s.key)
-        ors = [s for s in literal if isinstance(s, OneOf)]
         # joins before any `$or`: an `$or` ahead of a join makes the engine skip the join
         return [_eq("type", fact_type), *singles, *joins, *ors]
 
@@ -476,18 +497,14 @@ def compile_program(pack: CompiledPack, *, alpha_budget: int = ALPHA_BUDGET) -> 
         for alt_no, alt in enumerate(rule.alternatives):
             engine_rules.extend(_translate_alternative(tr, rule, index, alt_no, alt))
         per_rule.append((rule, engine_rules))
-    # property limits per fact type (fields, flags and the engine's own sid/id/type)
-    users: dict[str, str] = {}
-    for rule, ers in per_rule:
-        for er in ers:
-            for p in er.paths:
-                users.setdefault(p.engine_type.removeprefix(NEG_PREFIX), rule.id)
+        # fields, flags and the engine's own sid/id/type, as far as the rules so far need them
+        for t in {p.fact_type for alt in rule.alternatives for p in (*alt.positives, *alt.negatives)}:
+            names = tr.plans[t].property_names()
+            if len(names) > MAX_PROPERTIES:
+                raise _rule_error(rule, f"facts of type {t!r} would carry {len(names)} properties; "
+                                        f"the engine allows {MAX_PROPERTIES}")
     for t, plan in tr.plans.items():
-        names = plan.property_names()
-        if len(names) > MAX_PROPERTIES:
-            raise PrecdxError(f"rule {users.get(t, '?')}: facts of type {t!r} would carry {len(names)} "
-                              f"properties; the durable engine allows {MAX_PROPERTIES}", exit_code=3)
-        check_property_hashes(names, f"fact type {t!r}")
+        check_property_hashes(plan.property_names(), f"fact type {t!r}")
     shards: list[_Shard] = []
     for rule, ers in per_rule:
         if not ers:
@@ -506,7 +523,3 @@ def ruleset_json(rules: list[EngineRule]) -> str:
     definition[END_RULE] = {"all": [{"e": {"type": END_TYPE}}]}
     return dumps(definition)
 
-
-def iter_engine_rules(program: Program) -> Iterator[EngineRule]:
-    for shard in program.shards:
-        yield from shard

@@ -169,30 +169,30 @@ class _Ruleset:
             sid = self.sid
             if sid is None:
                 raise self._fail(f"has no clean session left ({len(self.retired)} retired)", None)
-            failure: BaseException | None = None
-            state = None
-            try:
-                state = _engine.assert_facts(self.handle, batch.text(sid))[1]
-            except Exception as exc:  # noqa: BLE001 - the C module raises plain errors
-                failure = exc
+            rejected: BaseException | None = None
             messages: list[dict] = []
+            stage = "failed while collecting rule firings"
+            clean = False
             try:
-                if failure is not None:  # the batch stopped early: make sure the sentinel is in
+                try:
+                    state = _engine.assert_facts(self.handle, batch.text(sid))[1]
+                except Exception as exc:  # noqa: BLE001 - the C module raises plain errors
+                    rejected = exc  # the batch stopped early: make sure the sentinel is in
                     state = _engine.assert_fact(self.handle, batch.sentinel(sid))[1]
-                ended = self._drain(state, messages)
-            except Exception as exc:  # noqa: BLE001
-                self._retire(sid)
-                raise self._fail("failed while collecting rule firings", exc) from None
-            if not ended:
-                self._retire(sid)
-                raise self._fail("did not fire the end-of-request sentinel", failure)
-            try:
+                if not self._drain(state, messages):
+                    raise self._fail("did not fire the end-of-request sentinel", rejected)
+                stage = "could not delete a session"
                 _engine.delete_state(self.handle, sid)
+                clean = True
+            except PrecdxError:
+                raise
             except Exception as exc:  # noqa: BLE001
-                self._retire(sid)
-                raise self._fail("could not delete a session", exc) from None
-            if failure is not None:
-                raise self._fail("rejected the facts", failure)
+                raise self._fail(stage, exc) from None
+            finally:
+                if not clean:  # also on KeyboardInterrupt: the session may hold this request's facts
+                    self._retire(sid)
+            if rejected is not None:
+                raise self._fail("rejected the facts", rejected)
         index = FACT_IDS.index
         for message in messages:
             for rule_name, payload in message.items():
@@ -237,6 +237,10 @@ class _Ruleset:
             self.handle = None
 
 
+def _firing_order(f: Firing) -> tuple:
+    return (f.rule_id, f.alternative, f.bindings)
+
+
 def _close_all(rulesets: list[_Ruleset]) -> None:
     for rs in rulesets:
         rs.close()
@@ -279,7 +283,7 @@ class DurableMatcher:
         out: set[Firing] = set()
         for ruleset in self._rulesets:
             ruleset.run(batch, out)
-        return sorted(out)
+        return sorted(out, key=_firing_order)  # the dataclass order, without its slow __lt__
 
     def close(self) -> None:
         self._finalizer()

@@ -27,9 +27,14 @@ def fnv1a32(text: str) -> int:
 
 def format_float(value: float) -> str:
     """A finite double as JSON the C parser reads back exactly: `repr`, with a fraction
-    inserted before any exponent (`1e-05` -> `1.0e-05`; the parser rejects the former)."""
+    inserted before any exponent (`1e-05` -> `1.0e-05`; the parser rejects the former), and
+    negative zero written as zero."""
     if not math.isfinite(value):
         raise ValueError(f"non-finite number {value!r} cannot be sent to the durable engine")
+    if value == 0.0:
+        # -0.0 == 0.0, but the engine indexes equality joins by the "%f" text of a value,
+        # where the two differ ("-0.000000"), so an equal pair would never meet.
+        return "0.0"
     text = repr(float(value))
     mant, sep, exp = text.partition("e")
     if sep and "." not in mant:
