@@ -36,7 +36,7 @@ from engine.planner.answers import question_text
 from engine.planner.costs import COST_WEIGHT, fact_cost, observation_cost
 from engine.ranking import ModeScore, firing_weight, specificity
 from engine.rulepack.compiler import CompiledPack, CompiledRule
-from engine.rulepack.schema import COST_LABELS
+from engine.rulepack.schema import COST_LABELS, COST_LABELS_ZH
 
 PRIOR = 0.05            # flat prior mass per mode in play
 TEST_ACCURACY = 0.8     # P(an experiment confirms | its hypothesis holds) = P(refutes | it does not)
@@ -331,7 +331,8 @@ def plan(facts: FactSet | Iterable[Fact], *, engine: str = "python", lang: str =
         if gain < MIN_GAIN:
             continue
         out.append(Suggestion(kind=c.kind, id=c.id, text=c.text, command=c.command, why=c.why, answer=c.answer,
-                              cost=c.cost, cost_label=COST_LABELS[c.cost], gain=round(gain, 4),
+                              cost=c.cost, cost_label=(COST_LABELS_ZH if lang == "zh" else COST_LABELS)[c.cost],
+                              gain=round(gain, 4),
                               value=round(gain / COST_WEIGHT[c.cost], 4), modes=moved, rules=list(c.rules)))
     out.sort(key=lambda s: (-s.value, COST_WEIGHT[s.cost], s.kind, s.id))
     return out if limit is None else out[:limit]

@@ -119,7 +119,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runner.close()
         store.close()
 
-    app = FastAPI(title="precdx", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="precdx", version=__version__, lifespan=lifespan, dependencies=[Depends(_known_query)],
+                  responses={422: {"model": ErrorOut, "description": "Invalid request or facts"}},
                   description="Diagnose accuracy problems in large-model training: facts or run folders in, "
                               "ranked hypotheses out; chat sessions that ask for the next best evidence.")
     app.state.settings = settings
@@ -145,12 +146,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return _error(422, "invalid_request", "; ".join(parts) or "invalid request")
 
     @app.exception_handler(HTTPException)
-    async def _http_error(_req: Request, exc: HTTPException):
+    async def _http_error(req: Request, exc: HTTPException):
         try:
             code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_").replace("-", "_")
         except ValueError:
             code = "error"
-        return _error(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            # one route per method: the router names only the first route's methods
+            allowed: set[str] = set()
+            for route in app.routes:
+                regex, methods = getattr(route, "path_regex", None), getattr(route, "methods", None)
+                if regex is not None and methods and regex.match(req.url.path):
+                    allowed |= set(methods)
+            headers["Allow"] = ", ".join(sorted(allowed))
+        return _error(exc.status_code, code, str(exc.detail), headers=headers or None)
 
     @app.exception_handler(Exception)
     async def _internal_error(_req: Request, exc: Exception):
@@ -158,16 +168,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return _error(500, "internal_error", f"internal error ({type(exc).__name__}); see the server log")
 
     # ---------------------------------------------------------- auth
-    bearer = HTTPBearer(auto_error=False, description="Required when the server runs with --token")
+    # the spec declares bearer auth only when the server requires it, so it never says more than is true
+    guards = []
+    if settings.token is not None:
+        bearer = HTTPBearer(auto_error=False, description="the token the server was started with (--token)")
+        expected = settings.token.encode()
 
-    async def require_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        if settings.token is None:
-            return
-        given = creds.credentials.encode() if creds is not None else b""
-        if creds is None or not hmac.compare_digest(given, settings.token.encode()):
-            raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+        async def require_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+            given = creds.credentials.encode() if creds is not None else b""
+            if creds is None or not hmac.compare_digest(given, expected):
+                raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+        guards.append(Depends(require_token))
 
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], responses={401: {"model": ErrorOut}})
+    v1 = APIRouter(prefix="/v1", dependencies=guards,
+                   responses={401: {"model": ErrorOut}} if guards else {})
 
     # ---------------------------------------------------------- health and catalogues
     @app.get("/healthz", response_model=Health, tags=["service"], responses={503: {"model": ErrorOut}})
@@ -334,6 +348,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 # ---------------------------------------------------------------- request parsing
+async def _known_query(request: Request) -> None:
+    """Refuse query parameters the operation does not take (a typo like ?fromat=markdown would
+    otherwise be ignored silently)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    known: set[str] = set()
+    pending = [dependant]
+    while pending:
+        current = pending.pop()
+        known |= {p.alias for p in getattr(current, "query_params", ())}
+        pending.extend(getattr(current, "dependencies", ()))
+    unknown = sorted(set(request.query_params.keys()) - known)
+    if unknown:
+        raise ServiceError(422, "invalid_request", f"unknown query parameter(s) {unknown}"
+                           + (f"; this operation takes {sorted(known)}" if known else ""))
+
+
 def _parse_body(model, raw: bytes):
     try:
         payload = json.loads(raw.decode("utf-8")) if raw.strip() else {}
@@ -433,8 +466,30 @@ def serve(host: str = "127.0.0.1", port: int = 8787, workers: int = 2, db_url: s
     if host not in ("127.0.0.1", "localhost", "::1") and not settings.token:
         print(f"precdx serve: warning: listening on {host} without --token", file=sys.stderr)
     os.environ.update(settings.to_env())
-    if workers > 1:
-        uvicorn.run("engine.service.app:app_from_env", factory=True, host=host, port=port, workers=workers,
-                    log_level="info")
-    else:
+    if workers <= 1:
         uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        return
+    from uvicorn.supervisors import Multiprocess
+
+    config = _TcpConfig("engine.service.app:app_from_env", factory=True, host=host, port=port, workers=workers,
+                        log_level="info")
+    Multiprocess(config, sockets=[config.bind_socket()]).run()
+
+
+try:
+    import uvicorn as _uvicorn
+
+    class _TcpConfig(_uvicorn.Config):
+        """uvicorn's shared listening socket for several workers is made without a protocol number,
+        and asyncio turns on TCP_NODELAY only for sockets that say TCP; without it every response
+        written in two parts waits ~40 ms for the client's delayed ACK. Re-label the socket."""
+
+        def bind_socket(self):
+            import socket
+
+            sock = super().bind_socket()
+            if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto == 0:
+                sock = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
+            return sock
+except ImportError:  # uvicorn is an optional extra; create_app() works without it (tests, ASGI hosts)
+    pass

@@ -16,7 +16,7 @@ class JobRunner:
     def __init__(self, max_jobs: int, timeout: float) -> None:
         self.max_jobs = max(1, max_jobs)
         self.timeout = timeout
-        self._pool = ThreadPoolExecutor(max_workers=self.max_jobs, thread_name_prefix="precdx-job")
+        self._pool: ThreadPoolExecutor | None = None  # made on first use, again after close()
         self._slots: dict[int, asyncio.Semaphore] = {}  # per event loop (tests run several)
 
     def deadline(self) -> float:
@@ -31,6 +31,8 @@ class JobRunner:
             await asyncio.wait_for(slots.acquire(), max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             raise ServiceError(503, "busy", "all diagnosis slots stayed busy; retry later") from None
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.max_jobs, thread_name_prefix="precdx-job")
         future = loop.run_in_executor(self._pool, fn, *args)
         future.add_done_callback(lambda _f: slots.release())
         try:
@@ -40,7 +42,9 @@ class JobRunner:
             raise ServiceError(408, "timeout", f"the request took longer than {self.timeout:g} s") from None
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _consume(future: "asyncio.Future") -> None:
