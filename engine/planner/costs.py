@@ -39,11 +39,28 @@ COLLECTOR_COST: dict[str, str] = {
 }
 
 
+# Fact types that need a new run before any collector can emit them, whatever reads the files.
+FACT_COST: dict[str, str] = {
+    "rerun_compare": "rerun",           # the job launched again
+    "nondeterministic_api": "dump",     # dumps of a run and its rerun
+    "group_outlier": "cluster",         # the same job on other node groups
+    "group_summary": "cluster",
+    "grad_monitor_compare": "long_run",  # msprobe monitor over many steps
+    "monitor_anomaly": "long_run",
+    "free_benchmark_hit": "rerun",
+    "api_precheck": "rerun",
+    "eval_gap": "long_run",             # a trained model evaluated downstream
+}
+
+
 def observation_cost(name: str) -> str:
     return OBSERVATION_COST.get(name, DEFAULT_OBSERVATION_COST)
 
 
-def fact_cost(collectors: tuple[str, ...]) -> str:
-    """The cheapest way to get a fact type: the cheapest of the collectors that emit it."""
+def fact_cost(collectors: tuple[str, ...], fact_type: str | None = None) -> str:
+    """What getting a fact type costs: its own entry in FACT_COST, else the cheapest of the
+    collectors that emit it."""
+    if fact_type in FACT_COST:
+        return FACT_COST[fact_type]
     classes = [COLLECTOR_COST.get(c, "rerun") for c in collectors] or ["rerun"]
     return min(classes, key=COST_CLASSES.index)

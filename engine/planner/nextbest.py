@@ -251,7 +251,7 @@ def _check_candidates(facts: list[Fact], pack: CompiledPack, fired: set[str], di
             what = f"`{ftype}`" + (f" ({doc})" if doc else "")
             text = (f"补充证据 {what}；它决定 {len(rules)} 条规则：{titles}" if zh
                     else f"Provide {what}; it decides {len(rules)} rule(s): {titles}")
-        cost = fact_cost(spec.collectors if spec else ())
+        cost = fact_cost(spec.collectors if spec else (), ftype)
         cid = f"check:{ftype}" + (f".{field}" if field else "")
         out.append(_Candidate("check", cid, text, cost, outcomes, rules=tuple(r.id for r in rules)))
     return out

@@ -58,14 +58,13 @@ def _error(status: int, code: str, detail: str, headers: dict | None = None) -> 
     return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
 
 
-def _relativise(diag_facts: Any, root: str) -> None:
-    """Paths inside an upload's temporary folder are reported relative to the case."""
-    prefix = root.rstrip("/") + "/"
-    for item in diag_facts:
-        for key in ("source", "path"):
-            value = item.get(key)
-            if isinstance(value, str):
-                item[key] = value.replace(prefix, "")
+def _without_upload_paths(diag: Diagnosis, tmp: str, root: str) -> Diagnosis:
+    """Paths inside an upload's temporary folder are reported relative to the case (facts,
+    evidence, warnings and texts alike); the server's folders never reach the client."""
+    text = diag.model_dump_json()
+    for prefix, repl in ((root.rstrip("/") + "/", ""), (tmp.rstrip("/") + "/", ""), (tmp, "<upload>")):
+        text = text.replace(json.dumps(prefix)[1:-1], repl)
+    return Diagnosis.model_validate_json(text)
 
 
 # ---------------------------------------------------------------- the work done in the pool
@@ -98,21 +97,19 @@ def diagnose_job(settings: Settings, request: DiagnoseRequest, archive: BinaryIO
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    if root:
-        _relativise(diag.facts, root)
-        _relativise(diag.warnings, root)
-        for h in diag.hypotheses:
-            for e in h.evidence:
-                if e.source:
-                    e.source = e.source.replace(root.rstrip("/") + "/", "")
-    return diag
+    return _without_upload_paths(diag, tmp, root) if tmp and root else diag
 
 
 # ---------------------------------------------------------------- app
 def create_app(settings: Settings | None = None) -> FastAPI:
+    from engine.matching import ENGINES
+
     settings = settings or Settings.from_env()
+    if settings.engine not in ENGINES:
+        raise PrecdxError(f"unknown matcher {settings.engine!r} (PRECDX_SERVICE_ENGINE)", hint=f"use one of {ENGINES}")
     store = SessionStore(settings.db_url, ttl=settings.session_ttl)
     runner = JobRunner(settings.max_jobs, settings.request_timeout)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         yield

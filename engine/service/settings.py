@@ -26,8 +26,8 @@ _ENV = {
 class Settings:
     db_url: str | None = None            # None: SQLite file in the user's state folder
     token: str | None = None             # bearer token required on /v1 when set
-    # python: the reference matcher, stateless and thread-safe (the durable back end keeps
-    # per-ruleset state in a C extension that must not be shared across worker threads)
+    # python: the reference matcher, stateless, so the job threads never queue on it; the durable
+    # back end serialises each ruleset behind a lock, and the planner runs many small diagnoses
     engine: str = "python"
     rules_path: str | None = None
     session_ttl: float = 24 * 3600.0     # seconds since the last turn

@@ -30,6 +30,10 @@ def test_cost_classes_are_ordered_and_every_catalogue_question_has_a_cost():
     assert weights == sorted(weights) and len(set(weights)) == 5
     assert set(OBSERVATION_COST) == set(OBSERVATIONS), "give each catalogue question a cost in engine/planner/costs.py"
     assert fact_cost(("msprobe",)) == "dump" and fact_cost(("checklist", "msprobe")) == "read"
+    assert fact_cost(("logs",), "rerun_compare") == "rerun"  # reading the log needs the rerun first
+    from engine.facts import REGISTRY
+    from engine.planner.costs import FACT_COST
+    assert set(FACT_COST) <= set(REGISTRY), "FACT_COST names a fact type that does not exist"
 
 
 def test_value_is_gain_per_cost_and_cheaper_evidence_wins_a_tie(pack):
