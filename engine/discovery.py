@@ -24,7 +24,25 @@ MAX_DEPTH = 16
 SKIP_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "node_modules", ".venv"}
 
 _GROUP_DIR = re.compile(r"^(group|grp|node_?group)[-_]?\d+$", re.IGNORECASE)
-_HOST_LINE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.:\-]*)(?:\s+slots\s*=\s*\d+|\s*:\s*\d+)?\s*$")
+# File names the run layout gives artefacts: when none of them is recognised by content the user
+# hears about it (a garbled env.txt is worth a warning, an unknown notes.txt is not). hosts.txt is
+# read by name (`_read_hosts`), which reports its own problems.
+_WELL_KNOWN_NAMES = {
+    "train.log": "a training log", "env.txt": "an environment listing", "pip_freeze.txt": "a pip listing",
+    "pip_list.txt": "a pip listing", "requirements.txt": "a pip listing", "eval.json": "an evaluation result",
+    "trainer_state.json": "a trainer_state.json", "pretrain_gpt.sh": "a launch script",
+    "run_train.sh": "a launch script", "train_config.yaml": "a training config",
+    "train_config.toml": "a training config", "ds_config.json": "a DeepSpeed config",
+    "dump.json": "an msprobe dump", "stack.json": "an msprobe stack.json",
+    "construct.json": "an msprobe construct.json",
+}
+_WELL_KNOWN_PATTERNS = (
+    (re.compile(r"^compare_result_.*\.(csv|xlsx)$"), "an msprobe compare result"),
+    (re.compile(r"^(grad_reduced|grad_unreduced|actv|actv_grad|exp_avg|exp_avg_sq|param_origin|param_updated)"
+                r"_\d+-\d+\.csv$"), "an msprobe monitor table"),
+)
+# a host name is at most 253 characters (DNS); a longer "name" is junk, not a host
+_HOST_LINE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.:\-]{0,252})(?:\s+slots\s*=\s*\d+|\s*:\s*\d+)?\s*$")
 
 
 def discover_case(case_dir: str | Path, *, warnings: Warnings | None = None,
@@ -236,7 +254,22 @@ def _sniff_file(run: RunDir, path: Path, real_root: Path, collectors: Sequence[C
     if claimed:
         run.artefacts.extend(claimed)
     else:
-        run.ignored.append((path, _why_unrecognised(path, head)))
+        why = _why_unrecognised(path, head)
+        run.ignored.append((path, why))
+        what = _named_like(path.name)
+        if what:
+            warnings.add(f"named like {what}, but its content is not recognised as one ({why}); ignored",
+                         path=str(path))
+
+
+def _named_like(name: str) -> str | None:
+    low = name.lower()
+    if low in _WELL_KNOWN_NAMES:
+        return _WELL_KNOWN_NAMES[low]
+    for pattern, what in _WELL_KNOWN_PATTERNS:
+        if pattern.match(low):
+            return what
+    return None
 
 
 def _why_unrecognised(path: Path, head: bytes) -> str:

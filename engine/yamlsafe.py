@@ -66,20 +66,27 @@ class _CountingLoader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> LineDict:
+    # Keys written in this mapping, as opposed to keys brought in by a merge (`<<: *base`), which
+    # flatten_mapping puts first and which later keys may override, as YAML merges mean.
+    written = {id(k) for k, _ in node.value}
     loader.flatten_mapping(node)
     out = LineDict()
     out.line = node.start_mark.line + 1
+    key_nodes: dict = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         try:
             hash(key)
         except TypeError:
             raise PrecdxError("unhashable mapping key", path=loader._path, line=key_node.start_mark.line + 1) from None
-        if key in out:
+        if key in out and id(key_nodes[key]) not in written:
+            pass  # overrides a merged key
+        elif key in out:
             raise PrecdxError(f"duplicate key {key!r} (first at line {out.key_lines[key]})",
                               path=loader._path, line=key_node.start_mark.line + 1)
         out[key] = loader.construct_object(value_node, deep=True)
         out.key_lines[key] = key_node.start_mark.line + 1
+        key_nodes[key] = key_node
     return out
 
 
@@ -106,7 +113,13 @@ def load_yaml_text(text: str, path: str) -> Any:
     many_aliases = len(_ALIAS_TOKEN.findall(text)) > MAX_ALIASES
     loader = (_CountingLoader if many_aliases else _StrictLoader)(text, path)
     try:
-        return loader.get_single_data()
+        data = loader.get_single_data()
+        # Few aliases can still nest into billions of nodes (9 aliases of 9 aliases of ...):
+        # harmless as shared references, but every caller that walks the tree would expand it.
+        if "*" in text and _expanded_size(data) > MAX_NODES:
+            raise PrecdxError(f"YAML aliases expand to more than {MAX_NODES} nodes; refusing a possible "
+                              "alias bomb", path=path)
+        return data
     except PrecdxError:
         raise
     except yaml.constructor.ConstructorError as exc:
@@ -120,8 +133,34 @@ def load_yaml_text(text: str, path: str) -> Any:
         raise PrecdxError(f"invalid YAML: {exc}", path=path) from None
     except RecursionError:
         raise PrecdxError("YAML nested too deeply", path=path) from None
+    except (ValueError, OverflowError, IndexError) as exc:  # scalar constructors: 5000-digit ints,
+        # 2001-02-30, `!!int ""` (PyYAML indexes the empty string)
+        reason = ("an empty value under a type tag such as !!int" if isinstance(exc, IndexError)
+                  else str(exc).splitlines()[0][:160])
+        raise PrecdxError(f"invalid YAML value: {reason}", path=path) from None
     finally:
         loader.dispose()
+
+
+def _expanded_size(data: Any) -> int:
+    """Number of nodes the tree has once every alias is expanded (shared nodes counted once per
+    use; memoised per object, so this costs one pass over the distinct nodes)."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(data, False)]
+    while stack:
+        node, done = stack.pop()
+        if not isinstance(node, (dict, list)) or (id(node) in sizes and not done):
+            continue
+        children = [c for c in (node.values() if isinstance(node, dict) else node) if isinstance(c, (dict, list))]
+        if not done:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children)
+            continue
+        total = 1 + len(node)
+        for c in children:
+            total += sizes.get(id(c), 0)
+        sizes[id(node)] = min(total, MAX_NODES + 1)
+    return sizes.get(id(data), 1)
 
 
 def load_yaml_file(path: str) -> Any:

@@ -52,11 +52,16 @@ def _dump_num(value: float | None) -> Any:
     return value
 
 
+INT_LIMIT = 2 ** 63 - 1  # counts and steps; a bigger integer is garbage (and no matcher holds it)
+
+
 def _parse_int(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError("a boolean is not an integer")
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(value)
+    if isinstance(value, int) and abs(value) > INT_LIMIT:
+        raise ValueError(f"integer out of range (more than {len(str(INT_LIMIT))} digits)")
     return value
 
 

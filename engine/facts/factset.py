@@ -105,6 +105,9 @@ def load_fact_files(paths: Iterable[str | Path]) -> FactSet:
         except UnicodeDecodeError:
             raise PrecdxError("facts file is not UTF-8 text (binary?)", path=str(path)) from None
         doc = load_yaml_text(text, str(path))
+        if doc is None:
+            raise PrecdxError("facts file is empty: expected a list of facts or a mapping with a 'facts' list",
+                              path=str(path))
         items = doc.get("facts") if isinstance(doc, dict) else doc
         if isinstance(doc, dict) and "facts" not in doc:
             raise PrecdxError("expected a list of facts or a mapping with a 'facts' list", path=str(path))

@@ -9,9 +9,11 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
+from engine.errors import PrecdxError
+from engine.yamlsafe import load_yaml_text
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
+MAX_DEPTH = 64
 
 
 class ConfigFileError(ValueError):
@@ -36,25 +38,60 @@ def load(path: Path, fmt: str) -> dict[str, Any]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigFileError(f"invalid JSON: {exc.msg}", exc.lineno) from None
+        except (ValueError, RecursionError) as exc:  # 5000-digit integers, [[[[ nesting
+            raise ConfigFileError(f"invalid JSON: {_reason(exc)}") from None
     elif fmt == "toml":
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             line = getattr(exc, "lineno", None)
             raise ConfigFileError(f"invalid TOML: {exc}", line) from None
+        except (ValueError, RecursionError) as exc:
+            raise ConfigFileError(f"invalid TOML: {_reason(exc)}") from None
     else:
+        # the strict loader: duplicate keys are an error (PyYAML would keep the last one
+        # silently), alias bombs and recursive aliases are refused
         try:
-            data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise ConfigFileError(f"invalid YAML: {problem}",
-                                  mark.line + 1 if mark is not None else None) from None
+            data = load_yaml_text(text, str(path))
+        except PrecdxError as exc:
+            raise ConfigFileError(exc.message, exc.line) from None
+        if isinstance(data, dict):
+            data = _plain(data)
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigFileError(f"top level is a {type(data).__name__}, not a mapping of settings")
+    if _depth(data) > MAX_DEPTH:
+        raise ConfigFileError(f"nested more than {MAX_DEPTH} levels deep; not a training config")
     return data
+
+
+def _depth(data: Any) -> int:
+    """Nesting depth of dicts/lists, without recursion (flatten recurses on it afterwards)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            break
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((c, level + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+
+
+def _plain(obj: Any) -> Any:
+    """The line-aware containers of the strict loader as plain dicts and lists."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    return obj
 
 
 def flatten(data: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:

@@ -34,6 +34,11 @@ def read_metrics(path: Path, warnings: Warnings) -> dict[str, float] | None:
         warnings.add(f"evaluation file is not valid JSON ({exc.msg}); its metrics are not compared",
                      path=str(path), line=exc.lineno)
         return None
+    except (ValueError, RecursionError) as exc:  # 5000-digit integers, [[[[ nesting
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).splitlines()[0][:120]
+        warnings.add(f"evaluation file is not valid JSON ({reason}); its metrics are not compared",
+                     path=str(path))
+        return None
     if not isinstance(data, dict):
         warnings.add("evaluation file is not a JSON object of metrics", path=str(path))
         return None
@@ -47,6 +52,9 @@ def read_metrics(path: Path, warnings: Warnings) -> dict[str, float] | None:
     for name, value in data.items():
         if name != "results":
             _add(out, name, value)
+    if not out:
+        warnings.add("evaluation file holds no numeric metrics; nothing to compare", path=str(path))
+        return None
     return out
 
 
@@ -56,7 +64,10 @@ def _add(out: dict[str, float], name: str, value: object) -> None:
     if isinstance(value, bool):
         return
     if isinstance(value, (int, float)):
-        out[name] = float(value)
+        try:
+            out[name] = float(value)
+        except OverflowError:  # an integer beyond float range
+            out[name] = math.inf if value > 0 else -math.inf
     elif isinstance(value, str) and value.strip().lower() in ("nan", "inf", "-inf", "+inf"):
         out[name] = float(value.strip().lower())
 

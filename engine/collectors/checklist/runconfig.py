@@ -6,6 +6,7 @@ global batch, gradient accumulation).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from engine.collectors.checklist import aliases
 from engine.collectors.checklist.configfiles import ConfigFileError, flatten, load
 from engine.collectors.checklist.envlisting import read_env_listing
 from engine.collectors.checklist.frameworks import detect_framework
-from engine.collectors.checklist.shell import Command, ShellScript, read_script
+from engine.collectors.checklist.shell import Command, ShellLimitError, ShellScript, read_script
 from engine.errors import Warnings
 
 MAX_SCRIPT_BYTES = 4 * 1024 * 1024
@@ -119,10 +120,18 @@ def _read_launch(cfg: RunConfig, path: Path, warnings: Warnings) -> None:
         warnings.add(f"cannot read launch script: {exc.strerror or exc}", path=str(path))
         cfg.complete = False
         return
+    if b"\x00" in raw[:8192]:
+        warnings.add("launch script is binary, not shell text; its settings are not compared", path=str(path))
+        cfg.complete = False
+        return
     text = raw.decode("utf-8", errors="replace")
     script = read_script(text, cfg.env)
     cfg.scripts_text += text + "\n"
-    if script.error is not None:
+    if isinstance(script.error, ShellLimitError):
+        warnings.add(f"launch script not read to its end ({script.error}); only the part before "
+                     f"line {script.error.line} was used", path=str(path), line=script.error.line)
+        cfg.complete = False
+    elif script.error is not None:
         warnings.add(f"launch script is not valid shell ({script.error}); only the part before "
                      f"line {script.error.line} was read", path=str(path), line=script.error.line)
         cfg.complete = False
@@ -136,11 +145,24 @@ def _read_launch(cfg: RunConfig, path: Path, warnings: Warnings) -> None:
     if launch is None:
         args = _args_from_variables(script)
         if args:
+            _warn_substitutions(args, path, warnings)
             _put_args(cfg, args, str(path))
         return
     before, after = launch
+    _warn_substitutions(before + after, path, warnings)
     _put_args(cfg, before, str(path), launcher=True)
     _put_args(cfg, after, str(path))
+
+
+_SUBSTITUTION = re.compile(r"\$\((?!\()|`")  # $( but not $(( arithmetic, or a backquote
+
+
+def _warn_substitutions(argv: list[str], path: Path, warnings: Warnings) -> None:
+    """Arguments whose value a command would compute: never run, so compared as written."""
+    found = [a for a in argv if _SUBSTITUTION.search(a)]
+    if found:
+        warnings.add("training arguments come from command substitution ($(...) or `...`); precdx "
+                     "never runs commands, so these values are compared as written", path=str(path))
 
 
 def _training_command(script: ShellScript) -> tuple[list[str], list[str]] | None:

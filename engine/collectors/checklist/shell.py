@@ -10,6 +10,10 @@ import re
 from dataclasses import dataclass, field
 
 RANDOM = "<random>"
+# A launch script is a few KiB; a value or array beyond these is a doubling bomb (A=$A$A ...)
+MAX_VALUE_CHARS = 1 << 20
+MAX_ARRAY_ITEMS = 100_000
+MAX_ARITH_CHARS = 10_000
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)(.*)$", re.DOTALL)
@@ -24,6 +28,11 @@ class ShellSyntaxError(ValueError):
     def __init__(self, message: str, line: int) -> None:
         super().__init__(message)
         self.line = line
+
+
+class ShellLimitError(ShellSyntaxError):
+    """Reading the script would exceed a resource bound (a value doubling without end, deep
+    nesting); reading stops at that command and what came before is kept."""
 
 
 @dataclass
@@ -62,7 +71,15 @@ def read_script(text: str, environ: dict[str, str] | None = None) -> ShellScript
             readable = cut if len(cut) < len(readable) else ""  # always make progress
     env: dict[str, str | list[str]] = dict(environ or {})
     for words, line in _simple_commands(tokens):
-        _run(words, line, env, script)
+        try:
+            _run(words, line, env, script)
+        except ShellLimitError as exc:
+            exc.line = line
+            script.error = script.error or exc
+            break
+        except RecursionError:
+            script.error = script.error or ShellLimitError("expansions nested too deeply", line)
+            break
     return script
 
 
@@ -80,7 +97,7 @@ def _cut_before(text: str, line: int) -> str:
 def _lex(text: str) -> list[_Tok]:
     toks: list[_Tok] = []
     i, n, line = 0, len(text), 1
-    pending_heredocs: list[tuple[str, bool]] = []
+    pending_heredocs: list[tuple[str, bool, int]] = []
     expect_redir_target = False
     while i < n:
         c = text[i]
@@ -125,7 +142,7 @@ def _lex(text: str) -> list[_Tok]:
                 word_start = i
                 i, _ = _scan_word(text, i, line)
                 delim = text[word_start:i].strip("'\"")
-                pending_heredocs.append((delim, op.endswith("-")))
+                pending_heredocs.append((delim, op.endswith("-"), line))
                 del start
                 continue
             if op.endswith("&"):
@@ -242,14 +259,17 @@ def _scan_group(text: str, i: int, line: int, start_line: int) -> tuple[int, int
     raise ShellSyntaxError(f"unterminated '{opener}'", start_line)
 
 
-def _skip_heredocs(text: str, i: int, line: int, docs: list[tuple[str, bool]]) -> tuple[int, int]:
-    for delim, strip_tabs in docs:
-        while i < len(text):
+def _skip_heredocs(text: str, i: int, line: int, docs: list[tuple[str, bool, int]]) -> tuple[int, int]:
+    for delim, strip_tabs, start_line in docs:
+        while True:
+            if i >= len(text):
+                # bash reads to the end of the file (and warns): the rest of the script is data
+                raise ShellSyntaxError(f"here-document is never closed by a '{delim}' line", start_line)
             end = text.find("\n", i)
             cur = text[i:] if end < 0 else text[i:end]
             i = len(text) if end < 0 else end + 1
             line += 1
-            if (cur.lstrip("\t") if strip_tabs else cur) == delim:
+            if (cur.rstrip("\r").lstrip("\t") if strip_tabs else cur.rstrip("\r")) == delim:
                 break
     return i, line
 
@@ -347,6 +367,8 @@ def _assign(m: re.Match, env: dict[str, str | list[str]]) -> None:
         prior = env.get(name)
         if op == "+=" and isinstance(prior, list):
             items = prior + items
+        if len(items) > MAX_ARRAY_ITEMS:
+            raise ShellLimitError(f"array {name} grows beyond {MAX_ARRAY_ITEMS} items", 0)
         env[name] = items
         return
     value = _as_text(_expand_value(raw, env))
@@ -354,14 +376,20 @@ def _assign(m: re.Match, env: dict[str, str | list[str]]) -> None:
         prior = env.get(name)
         arr = list(prior) if isinstance(prior, list) else ([prior] if prior else [])
         arr.append(value)
+        if len(arr) > MAX_ARRAY_ITEMS:
+            raise ShellLimitError(f"array {name} grows beyond {MAX_ARRAY_ITEMS} items", 0)
         env[name] = arr
         return
     if op == "+=":
         prior = env.get(name)
         if isinstance(prior, list):
+            if len(prior) >= MAX_ARRAY_ITEMS:
+                raise ShellLimitError(f"array {name} grows beyond {MAX_ARRAY_ITEMS} items", 0)
             env[name] = prior + [value]
             return
         value = (prior or "") + value
+    if len(value) > MAX_VALUE_CHARS:
+        raise ShellLimitError(f"variable {name} grows beyond {MAX_VALUE_CHARS} characters", 0)
     env[name] = value
 
 
@@ -410,6 +438,7 @@ def _segments(word: str, env: dict[str, str | list[str]]) -> list[tuple[str, boo
 
     def flush() -> None:
         if lit:
+            _bounded(lit)  # before joining: "$A$A$A..." holds references, the join would copy
             out.append(("".join(lit), False))
             lit.clear()
 
@@ -429,7 +458,7 @@ def _segments(word: str, env: dict[str, str | list[str]]) -> list[tuple[str, boo
             text, i, fields = _dollar(word, i, env, quoted=False)
             if fields is not None:
                 flush()
-                out.append((" ".join(fields), True))
+                out.append((" ".join(_bounded(fields)), True))
             elif text is not None:
                 flush()
                 out.append((text, True))
@@ -445,7 +474,17 @@ def _segments(word: str, env: dict[str, str | list[str]]) -> list[tuple[str, boo
             lit.append(c)
             i += 1
     flush()
+    _bounded([t for t, _ in out])
     return out
+
+
+def _bounded(texts: list[str]) -> list[str]:
+    """`texts`, unless together they are beyond what any launch script holds."""
+    if len(texts) > MAX_ARRAY_ITEMS:
+        raise ShellLimitError(f"a word expands to more than {MAX_ARRAY_ITEMS} fields", 0)
+    if sum(len(t) for t in texts) > MAX_VALUE_CHARS:
+        raise ShellLimitError(f"a word expands to more than {MAX_VALUE_CHARS} characters", 0)
+    return texts
 
 
 def _double_segments(word: str, i: int, env, lit: list[str], out: list, flush) -> int:
@@ -592,11 +631,13 @@ def _arith(expr: str, env) -> str | None:
         value = _lookup(m.group(1) or m.group(2), env)
         text = _as_text(value) if value is not None else ""
         return text if re.fullmatch(r"-?\d+", text.strip()) else "x"
+    if len(expr) > MAX_ARITH_CHARS:
+        return None
     text = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?|\b([A-Za-z_][A-Za-z0-9_]*)\b", sub, expr)
     try:
         tree = ast.parse(text.strip(), mode="eval")
         return str(_eval(tree.body))
-    except (SyntaxError, ValueError, ZeroDivisionError, TypeError):
+    except (SyntaxError, ValueError, ZeroDivisionError, TypeError, RecursionError, MemoryError):
         return None
 
 

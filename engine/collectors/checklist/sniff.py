@@ -84,12 +84,19 @@ def sniff(path: Path, head: bytes) -> Artefact | None:
 
 
 def _binary_named(path: Path) -> Artefact | None:
-    """An env or pip listing that is not text is still ours to report as unreadable."""
+    """An env or pip listing or a launch script that is not text is still ours to report as
+    unreadable."""
     name = path.name.lower()
     if name in ("env.txt", "environment.txt", "env.log"):
         return Artefact(path, "env", "unreadable")
     if name in ("pip_freeze.txt", "requirements.txt", "pip_list.txt"):
         return Artefact(path, "pip", "unreadable")
+    if name.endswith(".sh"):
+        return Artefact(path, "config.launch", "unreadable")
+    if name.endswith(".toml"):
+        return Artefact(path, "config.toml", "unreadable")
+    if name.endswith((".yaml", ".yml")):
+        return Artefact(path, "config.yaml", "unreadable")
     return None
 
 

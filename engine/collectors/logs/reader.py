@@ -27,12 +27,13 @@ class ReadStats:
 
 
 def looks_binary(head: bytes) -> bool:
-    """NUL bytes or mostly undecodable bytes: not a text log."""
+    """NUL bytes or mostly undecodable bytes: not a text log. A run of NULs at the end is the
+    tail of a log cut off by a crash (the file system had allocated, not written, those blocks)."""
     if not head:
         return False
-    if b"\x00" in head[:BINARY_SNIFF]:
+    sample = head[:BINARY_SNIFF].rstrip(b"\x00")
+    if not sample or b"\x00" in sample:
         return True
-    sample = head[:BINARY_SNIFF]
     bad = len(sample) - len(sample.decode("utf-8", errors="ignore").encode("utf-8"))
     return bad > len(sample) // 10
 
@@ -48,7 +49,7 @@ def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
     for lineno, text in enumerate(lines, first_line):
         claimed = False
         for p in always:
-            got = p.feed(text, lineno)
+            got = _feed(p, text, lineno)
             if got:
                 yield from got
         for p, hints in hinted:
@@ -58,7 +59,7 @@ def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
                         break
                 else:
                     continue
-            got = p.feed(text, lineno)
+            got = _feed(p, text, lineno)
             if not got:
                 continue
             for item in got:
@@ -69,6 +70,15 @@ def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
                 yield item
     for p in parsers:
         yield from p.flush()
+
+
+def _feed(parser: LineParser, text: str, lineno: int) -> list[Item] | None:
+    """One parser on one line. A number too long to convert (a 5000-digit step, int() refuses
+    it) makes that line no record of this format, not the whole file unreadable."""
+    try:
+        return parser.feed(text, lineno)
+    except (ValueError, OverflowError):
+        return None
 
 
 def _decoded_lines(fh, stats: ReadStats, block: int = 1 << 22) -> Iterator[str]:

@@ -184,6 +184,9 @@ def _file_warnings(path: Path, stats: ReadStats, b: SeriesBuilder, warnings: War
     if stats.bytes == 0:
         warnings.add("empty log file", path=where)
         return
+    if b.bad_steps:
+        warnings.add(f"{b.bad_steps} iteration line(s) with an impossible step number (NaN, Inf or beyond "
+                     "2^53) were ignored", path=where)
     counts = b.frameworks()
     if not counts:
         warnings.add("no training-iteration lines of a known format found (declare the format in a "

@@ -19,6 +19,7 @@ from engine.collectors.logs.formats import WINDOWED
 from engine.collectors.logs.model import Event, Record
 
 MAX_EVENTS = 10_000  # events kept verbatim per run; counts stay exact beyond that
+MAX_STEP = 2 ** 53   # steps are counters; NaN, Inf or anything beyond exact float range is garbage
 _NAN = math.nan
 
 
@@ -135,6 +136,7 @@ class SeriesBuilder:
         self.sources: list[str] = []
         self._last_step: int | None = None
         self._rerun_step: int | None = None
+        self.bad_steps = 0  # train records dropped for an impossible step number
 
     def add(self, item: Record | Event) -> None:
         if isinstance(item, Event):
@@ -151,6 +153,11 @@ class SeriesBuilder:
         if item.kind != "train":
             self.evals += 1
             return
+        if item.step is not None and not _sane_step(item.step):
+            self.bad_steps += 1
+            return
+        if item.step_hint is not None and not _sane_step(item.step_hint):
+            item.step_hint = None
         cols = self._cols.get(item.framework)
         if cols is None:
             cols = self._cols[item.framework] = _Columns()
@@ -216,6 +223,13 @@ class SeriesBuilder:
             windowed=framework in WINDOWED, step_inferred=c.inferred > 0, restarts=restarts,
             duplicate_lines=duplicates, eval_records=self.evals, events=list(self.events),
             event_counts=dict(self.event_counts), sources=list(self.sources))
+
+
+def _sane_step(step: float | int) -> bool:
+    try:
+        return math.isfinite(step) and abs(step) <= MAX_STEP
+    except OverflowError:  # an int beyond float range
+        return False
 
 
 def series_from_records(items: list[Record | Event], run: str = "run", role: str = "target") -> StepSeries | None:

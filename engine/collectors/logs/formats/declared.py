@@ -67,8 +67,9 @@ def load_declared_formats(path: str | Path) -> list[DeclaredFormat]:
             raise PrecdxError(f"log format {name!r} needs a 'regex' (string)", path=where, line=line)
         try:
             regex = re.compile(pattern)
-        except re.error as exc:
-            raise PrecdxError(f"log format {name!r}: invalid regex: {exc}", path=where,
+        except (re.error, OverflowError, RecursionError) as exc:  # a{99999999999}, ((((...))))
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise PrecdxError(f"log format {name!r}: invalid regex: {reason}", path=where,
                               line=line_of(entry, "regex")) from None
         if "step" not in regex.groupindex:
             raise PrecdxError(f"log format {name!r}: the regex needs a named group 'step'", path=where,

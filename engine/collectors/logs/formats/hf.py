@@ -72,6 +72,9 @@ def read_trainer_state(path: Path, warnings: Warnings) -> list[Record]:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         warnings.add(f"cannot read trainer_state.json: {exc.__class__.__name__}: {str(exc)[:120]}", path=str(path))
         return []
+    except RecursionError:
+        warnings.add("cannot read trainer_state.json: JSON nested too deeply", path=str(path))
+        return []
     history = data.get("log_history") if isinstance(data, dict) else None
     if not isinstance(history, list):
         warnings.add("trainer_state.json has no log_history list", path=str(path))
@@ -80,7 +83,7 @@ def read_trainer_state(path: Path, warnings: Warnings) -> list[Record]:
     for i, entry in enumerate(history):
         if not isinstance(entry, dict):
             continue
-        values = {k: float(v) for k, v in entry.items()
+        values = {k: _as_float(v) for k, v in entry.items()
                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
         step = entry.get("step")
         rec = record_from_dict(values, i + 1, None, framework="hf_trainer_state")
@@ -90,3 +93,11 @@ def read_trainer_state(path: Path, warnings: Warnings) -> list[Record]:
             rec.step = int(step)
         out.append(rec)
     return out
+
+
+def _as_float(value: int | float) -> float:
+    """A JSON number as float; an integer beyond float range is an overflow, as 1e999 is."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf

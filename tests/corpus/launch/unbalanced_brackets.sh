@@ -1,0 +1,17 @@
+#!/bin/bash
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+NPROC=8
+GPT_ARGS="
+    --num-layers 2 \
+    --hidden-size 64 \
+    --num-attention-heads 4 \
+    --seq-length 64 \
+    --micro-batch-size 1 \
+    --global-batch-size 8 \
+    --lr 3e-4 \
+    --train-iters 20 \
+    --seed 1234
+"
+X=${FOO:-$(echo ${BAR:-${BAZ
+Y=$((1 + 
+torchrun --nproc_per_node $NPROC pretrain_gpt.py $GPT_ARGS --log-interval 1
