@@ -43,7 +43,7 @@ def _file(tmp: str, name: str, data: bytes | str) -> Path:
     return path
 
 
-@bounded(400)
+@bounded(800)
 @given(shell_text, st.dictionaries(st.sampled_from(["A", "B", "MASTER_ADDR", "SEED"]), junk_text, max_size=3))
 def test_shell_reader_never_raises(text: str, environ: dict) -> None:
     script = read_script(text, environ)
@@ -52,7 +52,7 @@ def test_shell_reader_never_raises(text: str, environ: dict) -> None:
     assert script.error is None or script.error.line >= 0
 
 
-@bounded(300)
+@bounded(600)
 @given(st.lists(st.sampled_from(["$A", "${A[@]}", '"${A[@]}"', "${A:-$B}", "$((A*2))", "'$A'", "\\$A", "$"]),
                 max_size=12).map("".join),
        st.one_of(junk_text, st.lists(junk_text, max_size=5)))
@@ -60,7 +60,7 @@ def test_word_expansion_never_raises(word: str, value) -> None:
     assert all(isinstance(f, str) for f in expand_word(word, {"A": value, "B": "b"}))
 
 
-@bounded(150)
+@bounded(300)
 @given(st.one_of(env_lines.map("\n".join), st.binary(max_size=300)),
        st.one_of(pip_lines.map("\n".join), st.binary(max_size=300)),
        st.one_of(st.lists(st.one_of(st.builds(lambda h, n: f"{h} slots={n}", junk_text, numbers_as_text),
@@ -76,7 +76,7 @@ def test_listings_never_raise(env, pip, hosts) -> None:
         assert all(isinstance(h, str) and len(h) <= 253 for h in _read_hosts(Path(tmp), w))
 
 
-@bounded(200)
+@bounded(400)
 @given(st.sampled_from(["json", "yaml", "toml"]),
        st.one_of(json_values.map(dumps), junk_text, st.binary(max_size=200),
                  st.lists(st.sampled_from(["a", ":", " ", "\n", "-", "[", "]", "{", "}", "&x", "*x", "!!str",
@@ -92,7 +92,7 @@ def test_config_loader_raises_only_config_errors(fmt: str, data) -> None:
         list(flatten(config))
 
 
-@bounded(150)
+@bounded(300)
 @given(st.one_of(json_values, st.dictionaries(st.sampled_from(["eval_loss", "eval_accuracy", "perplexity",
                                                                "results", "epoch"]), json_values, max_size=4)))
 def test_eval_reader_never_raises(doc) -> None:
@@ -101,7 +101,7 @@ def test_eval_reader_never_raises(doc) -> None:
         assert got is None or all(isinstance(v, float) for v in got.values())
 
 
-@bounded(300)
+@bounded(600)
 @given(st.sampled_from(ARTEFACT_NAMES),
        st.one_of(st.binary(max_size=400), junk_text.map(str.encode), shell_text.map(str.encode),
                  json_values.map(lambda v: dumps(v).encode())))
@@ -112,7 +112,7 @@ def test_every_sniffer_on_any_head(name: str, head: bytes) -> None:
             collector.sniff(path, head)
 
 
-@bounded(60)
+@bounded(120)
 @given(shell_text, st.one_of(env_lines.map("\n".join), st.binary(max_size=100)),
        st.one_of(pip_lines.map("\n".join), st.binary(max_size=100)), json_values)
 def test_checklist_collector_end_to_end(script: str, env, pip, config) -> None:

@@ -75,7 +75,7 @@ def fact_dict(draw) -> dict[str, Any]:
     return out
 
 
-@bounded(400)
+@bounded(800)
 @given(yaml_text)
 def test_strict_yaml_raises_only_precdx_errors(text: str) -> None:
     try:
@@ -84,7 +84,7 @@ def test_strict_yaml_raises_only_precdx_errors(text: str) -> None:
         assert exc.path == "fuzz.yaml"
 
 
-@bounded(150)
+@bounded(300)
 @given(st.one_of(yaml_text, st.lists(fact_dict(), max_size=6).map(lambda fs: dumps({"facts": fs}))))
 def test_fact_loader_raises_only_precdx_errors(text: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,7 +100,7 @@ def test_fact_loader_raises_only_precdx_errors(text: str) -> None:
             match_dict(fact)
 
 
-@bounded(40)
+@bounded(80)
 @given(st.lists(valid_fact(), min_size=1, max_size=8))
 def test_loaded_facts_survive_diagnosis_and_rendering(items: list[dict]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -161,7 +161,7 @@ def mutated_rule(draw) -> dict:
     return rule
 
 
-@bounded(200)
+@bounded(400)
 @given(st.one_of(mutated_rule().map(lambda r: dumps({"rules": [r]})), yaml_text))
 def test_rule_loader_and_compiler_raise_only_precdx_errors(text: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,7 +25,7 @@ from .strategies import bounded, dumps, json_values, junk_text, log_lines, numbe
 NUMERIC = ("step", "loss", "grad_norm", "lr", "loss_scale")
 
 
-@bounded(300)
+@bounded(600)
 @given(numbers_as_text)
 def test_number_grammar(text: str) -> None:
     value = parse_num(text)
@@ -34,7 +34,7 @@ def test_number_grammar(text: str) -> None:
     assert n is None or isinstance(n, int)
 
 
-@bounded(150)
+@bounded(300)
 @given(log_lines)
 def test_every_parser_on_hostile_lines(lines: list[str]) -> None:
     """All built-in formats at once, as the reader dispatches lines to them."""
@@ -45,7 +45,7 @@ def test_every_parser_on_hostile_lines(lines: list[str]) -> None:
                 assert value is None or isinstance(value, (int, float)) and not isinstance(value, bool), (name, value)
 
 
-@bounded(100)
+@bounded(200)
 @given(log_lines, st.binary(max_size=300), st.sampled_from(["\n", "\r\n", ""]))
 def test_reader_and_series_on_text_with_garbage(lines: list[str], garbage: bytes, newline: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -61,7 +61,7 @@ def test_reader_and_series_on_text_with_garbage(lines: list[str], garbage: bytes
         sniff_file(path, path.read_bytes()[:65536])
 
 
-@bounded(60)
+@bounded(120)
 @given(log_lines, log_lines, st.binary(max_size=200))
 def test_logs_collector_end_to_end(baseline: list[str], target: list[str], garbage: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,7 +77,7 @@ def test_logs_collector_end_to_end(baseline: list[str], target: list[str], garba
             fact.to_json()
 
 
-@bounded(100)
+@bounded(200)
 @given(st.one_of(json_values, st.fixed_dictionaries({"log_history": st.lists(
     st.dictionaries(st.sampled_from(["loss", "step", "grad_norm", "learning_rate", "epoch", "eval_loss"]),
                     json_values, max_size=5), max_size=8)})))
@@ -89,7 +89,7 @@ def test_trainer_state_reader(doc) -> None:
             assert rec.loss is None or isinstance(rec.loss, float)
 
 
-@bounded(100)
+@bounded(200)
 @given(st.lists(st.fixed_dictionaries({"name": junk_text, "regex": st.one_of(
     junk_text, st.sampled_from([r"step=(?P<step>\S+) loss=(?P<loss>\S+)", r"(?P<step>\d+)(?P<x>.*)",
                                 r"(?P<step>", r"a{99999999999}(?P<step>1)", "(" * 300 + ")" * 300])),

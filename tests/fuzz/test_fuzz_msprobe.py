@@ -48,7 +48,7 @@ def _pair(tmp: str, run: bytes, against: bytes = GOOD_DUMP) -> DumpTask:
     return DumpTask(paths[0], paths[1])
 
 
-@bounded(120)
+@bounded(240)
 @given(st.one_of(st.binary(max_size=400), st.integers(0, len(GOOD_DUMP)).map(lambda n: GOOD_DUMP[:n]),
                  st.tuples(st.integers(0, len(GOOD_DUMP)), st.binary(min_size=1, max_size=8)).map(
                      lambda t: GOOD_DUMP[:t[0]] + t[1] + GOOD_DUMP[t[0] + len(t[1]):])))
@@ -61,7 +61,7 @@ def test_dump_task_on_damaged_bytes(data: bytes) -> None:
 @pytest.mark.xfail(strict=True, raises=TypeError,
                    reason="reported to msprobe owner: verdicts._number float() of a list/dict "
                    "statistic raises TypeError")
-@bounded(150, known_failure=True)
+@bounded(300, known_failure=True)
 @given(hostile_dump, hostile_dump)
 @example(run={"task": "statistics", "level": "mix", "framework": "pytorch", "data": {
     "Functional.gelu.0.forward": {"output": [{"type": "torch.Tensor", "Norm": [1, 2]}]}}},
@@ -77,7 +77,7 @@ def test_dump_task_on_hostile_values(run: dict, against: dict) -> None:
 @pytest.mark.xfail(strict=True, raises=csv.Error,
                    reason="reported to msprobe owner: compare_result._rows_from_csv lets csv.Error "
                    "escape (a stray carriage return in a cell; cells over 128 KiB)")
-@bounded(150, known_failure=True)
+@bounded(300, known_failure=True)
 @given(st.lists(st.lists(st.one_of(numbers_as_text, junk_text, st.sampled_from(
     ["pass", "error", "warning", "N/A", "Functional.linear.0.forward.output.0", "0.5%", "abc%", "[]"])),
     max_size=30), max_size=8), st.booleans())
@@ -97,7 +97,7 @@ def test_compare_result_reader(rows: list[list[str]], keep_header: bool) -> None
 @pytest.mark.xfail(strict=True, raises=OverflowError,
                    reason="reported to msprobe owner: monitor.read_monitor_csv int(float('inf')) "
                    "raises OverflowError on a step 'inf'")
-@bounded(150, known_failure=True)
+@bounded(300, known_failure=True)
 @given(st.lists(st.lists(st.one_of(numbers_as_text, junk_text), min_size=1, max_size=10), max_size=8))
 @example(rows=[["0", "embedding.word_embeddings.weight", "inf", "-0.02", "0.02", "0.0", "0.47", "0", "[2]", "f"]])
 def test_monitor_reader(rows: list[list[str]]) -> None:
