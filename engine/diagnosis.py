@@ -105,13 +105,24 @@ def load_pack(rules_path: str | None = None, *, warnings: Warnings | None = None
     return compile_rules(loaded, known_modes=set(mode_catalog()) or None)
 
 
+_pack_warnings: dict[tuple[str, str], Warnings] = {}
+
+
 def get_matcher(engine: str = "durable", rules_path: str | None = None):
+    """The compiled pack and its matcher, cached per (engine, rule folder). Rules of another
+    schema_version are skipped with a warning (tolerant runtime; lint stays strict)."""
     key = (engine, str(rules_path or ""))
     with _lock:
         if key not in _packs:
-            pack = load_pack(rules_path)
+            skipped = Warnings()
+            pack = load_pack(rules_path, warnings=skipped)
             _packs[key] = (pack, compile_matcher(pack, engine))
+            _pack_warnings[key] = skipped
         return _packs[key]
+
+
+def pack_warnings(engine: str = "durable", rules_path: str | None = None) -> Warnings:
+    return _pack_warnings.get((engine, str(rules_path or "")), Warnings())
 
 
 def reset_cache() -> None:
@@ -119,6 +130,7 @@ def reset_cache() -> None:
         for _, matcher in _packs.values():
             matcher.close()
         _packs.clear()
+        _pack_warnings.clear()
 
 
 # ---------------------------------------------------------------- rendering helpers
@@ -208,6 +220,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
 
     warnings = warnings or Warnings()
     pack, matcher = get_matcher(engine, rules_path)
+    warnings.extend(pack_warnings(engine, rules_path))
     fact_list = list(facts)
     firings = matcher.run(fact_list)
     by_id = pack.by_id()

@@ -64,7 +64,9 @@ def parse_rule(doc: Any, path: str) -> Rule:
                           hint=None if version == SCHEMA_VERSION else f"schema_version is {version!r}") from None
 
 
-def load_rule_file(path: Path) -> list[LoadedRule]:
+def load_rule_file(path: Path, *, warnings: Warnings | None = None) -> list[LoadedRule]:
+    """Rules of one file. With `warnings`, a rule of another schema_version is skipped with a
+    warning (the tolerant runtime) instead of failing the whole file."""
     doc = load_yaml_file(str(path))
     if doc is None:
         return []
@@ -78,7 +80,14 @@ def load_rule_file(path: Path) -> list[LoadedRule]:
             raise PrecdxError("'rules' must be a list", path=str(path), line=line_of(doc, "rules"))
     else:
         items = [doc]
-    return [LoadedRule(parse_rule(item, str(path)), str(path), line_of(item), item) for item in items]
+    out = []
+    for item in items:
+        if warnings is not None and isinstance(item, dict) and item.get("schema_version") != SCHEMA_VERSION:
+            warnings.add(f"rule {item.get('id', '?')} skipped: schema_version {item.get('schema_version')!r} "
+                         f"is not supported (this precdx reads {SCHEMA_VERSION})", path=str(path), line=line_of(item))
+            continue
+        out.append(LoadedRule(parse_rule(item, str(path)), str(path), line_of(item), item))
+    return out
 
 
 def rule_files(root: Path | None = None) -> list[Path]:
@@ -97,13 +106,7 @@ def load_rules(root: Path | None = None, *, warnings: Warnings | None = None,
     loaded: list[LoadedRule] = []
     seen: dict[str, LoadedRule] = {}
     for path in rule_files(root):
-        try:
-            batch = load_rule_file(path)
-        except PrecdxError as exc:
-            if tolerant and warnings is not None and "schema_version" in exc.message:
-                warnings.add(f"rule skipped: {exc.message}", path=exc.path, line=exc.line)
-                continue
-            raise
+        batch = load_rule_file(path, warnings=warnings if tolerant else None)
         for lr in batch:
             names = [lr.rule.id, *lr.rule.aliases]
             for name in names:

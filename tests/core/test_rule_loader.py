@@ -83,3 +83,16 @@ def test_bad_regex_and_reference(tmp_path):
         _load(tmp_path, GOOD.replace("value: true}", "value: true}\n    - fact: run\n      where: {name: {matches: '('}}"))
     with pytest.raises(PrecdxError, match="unbound alias"):
         _load(tmp_path, GOOD.replace("value: true}", "value: true}\n    - fact: run\n      where: {name: {eq: {ref: zz.name}}}"))
+
+
+def test_runtime_skips_rules_of_another_schema_version(tmp_path):
+    from engine.errors import Warnings
+    two = GOOD.replace("id: TST-001", "id: TST-002").replace("name: stress-flags-node", "name: other")
+    (tmp_path / "r.yaml").write_text("rules:\n" + "\n".join(
+        "  - " + "\n    ".join(doc.splitlines()) for doc in (GOOD, two.replace("schema_version: 1", "schema_version: 9"))))
+    w = Warnings()
+    loaded = load_rules(tmp_path, warnings=w, tolerant=True)
+    assert [lr.rule.id for lr in loaded] == ["TST-001"]
+    assert "TST-002 skipped" in w.items[0]["message"] and w.items[0]["line"]
+    with pytest.raises(PrecdxError, match="unsupported schema_version"):
+        load_rules(tmp_path)  # lint / strict loading still refuses it
