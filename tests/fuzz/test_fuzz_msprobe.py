@@ -4,7 +4,6 @@ The expected failures are bugs reported to the msprobe collector's owner (strict
 fixed, so the marker goes)."""
 from __future__ import annotations
 
-import csv
 import json
 import tempfile
 from pathlib import Path
@@ -74,10 +73,7 @@ def test_dump_task_on_hostile_values(run: dict, against: dict) -> None:
         assert report.fatal is None or isinstance(report.fatal, str)
 
 
-@pytest.mark.xfail(strict=True, raises=csv.Error,
-                   reason="reported to msprobe owner: compare_result._rows_from_csv lets csv.Error "
-                   "escape (a stray carriage return in a cell; cells over 128 KiB)")
-@bounded(300, known_failure=True)
+@bounded(300)
 @given(st.lists(st.lists(st.one_of(numbers_as_text, junk_text, st.sampled_from(
     ["pass", "error", "warning", "N/A", "Functional.linear.0.forward.output.0", "0.5%", "abc%", "[]"])),
     max_size=30), max_size=8), st.booleans())
@@ -94,10 +90,7 @@ def test_compare_result_reader(rows: list[list[str]], keep_header: bool) -> None
             pass
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="reported to msprobe owner: monitor.read_monitor_csv int(float('inf')) "
-                   "raises OverflowError on a step 'inf'")
-@bounded(300, known_failure=True)
+@bounded(300)
 @given(st.lists(st.lists(st.one_of(numbers_as_text, junk_text), min_size=1, max_size=10), max_size=8))
 @example(rows=[["0", "embedding.word_embeddings.weight", "inf", "-0.02", "0.02", "0.0", "0.47", "0", "[2]", "f"]])
 def test_monitor_reader(rows: list[list[str]]) -> None:

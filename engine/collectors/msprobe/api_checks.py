@@ -2,13 +2,11 @@
 acc_check / run_ut, `api_precision_compare_result_*.csv`) and free-benchmark (`free_benchmark.csv`)."""
 from __future__ import annotations
 
-import csv
-import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import PrecdxError
+from engine.collectors.msprobe.csvtext import csv_dicts, csv_text
 
 # free-benchmark relative-error thresholds per dtype (msprobe free_benchmark docs)
 FREE_BENCHMARK_THRESHOLDS = {"float16": 0.002, "bfloat16": 0.004, "float32": 0.0002}
@@ -18,10 +16,9 @@ _API_INDEX = re.compile(r"^(?P<base>.+?)\.(?P<index>\d+)(?:\.(?:forward|backward
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
-    raw = path.read_bytes()
-    if b"\x00" in raw[:4096]:
-        raise PrecdxError("binary data where a CSV was expected", path=str(path))
-    return list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig", errors="replace"))))
+    """Rows as dicts; damaged CSV (binary, a cell csv cannot read) raises PrecdxError naming the
+    file and line."""
+    return csv_dicts(csv_text(path, what="a CSV"), path, None)[1]
 
 
 def api_base(name: str) -> str:
@@ -88,7 +85,7 @@ def read_free_benchmark(path: Path) -> list[FreeBenchmarkLine]:
         try:
             rank = int(float(row.get("rank") or 0))
             step = int(float(row.get("step") or 0))
-        except ValueError:
+        except (ValueError, OverflowError):  # 'abc', 'inf', 'nan' 
             rank, step = 0, 0
         out.append(FreeBenchmarkLine(rank, step, api, (row.get("stage") or "").strip() or "forward",
                                      (row.get("pert_mode") or "").strip() or "unknown", max_rel, dtype,

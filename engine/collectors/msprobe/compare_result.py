@@ -2,13 +2,12 @@
 ptdbg_ascend layout): per-API labels, counts, and the first API msprobe flagged."""
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.collectors.msprobe.csvtext import csv_rows, csv_text
 from engine.collectors.msprobe.naming import api_family, parse_entry_name
 from engine.errors import PrecdxError, Warnings
 
@@ -107,17 +106,20 @@ def _rows_from_xlsx(path: Path, warnings: Warnings) -> list[list[str]] | None:
     return rows
 
 
-def _rows_from_csv(path: Path) -> list[list[str]]:
-    raw = path.read_bytes()
-    if b"\x00" in raw[:4096]:
-        raise PrecdxError("binary data where a CSV compare result was expected", path=str(path))
-    text = raw.decode("utf-8-sig", errors="replace")
-    return list(csv.reader(io.StringIO(text)))
+def _rows_from_csv(path: Path, warnings: Warnings) -> list[list[str]]:
+    text = csv_text(path, what="a CSV compare result")
+    return csv_rows(text, path, warnings, what="the compare_result file")
+
+
+# Columns a layout's verdicts are read from (without them every API silently reads as 'pass').
+_REQUIRED = {"statistics": ("NormRelativeErr", "Result"), "md5": ("Result",),
+             "tensor": ("Cosine", "Result"), "legacy": ("Accuracy Reached or Not",)}
 
 
 def read_compare_result(path: Path, warnings: Warnings) -> CompareResult | None:
     """Parse one compare result; None (with a warning) when it cannot be used."""
-    rows = _rows_from_xlsx(path, warnings) if path.suffix.lower() == ".xlsx" else _rows_from_csv(path)
+    rows = (_rows_from_xlsx(path, warnings) if path.suffix.lower() == ".xlsx"
+            else _rows_from_csv(path, warnings))
     if rows is None:
         return None
     if not rows or "NPU Name" not in rows[0]:
@@ -125,6 +127,13 @@ def read_compare_result(path: Path, warnings: Warnings) -> CompareResult | None:
     header = rows[0]
     col = {name: i for i, name in enumerate(header)}
     mode = _mode(header)
+    if not any(any(r) for r in rows[1:]):
+        warnings.add("the compare_result file has no data rows (header only): no API verdicts from it",
+                     path=str(path))
+    missing = [c for c in _REQUIRED[mode] if c not in col]
+    if missing:
+        warnings.add(f"the compare_result file lacks the column(s) {', '.join(missing)}: "
+                     "its API verdicts are incomplete", path=str(path))
     apis: dict[str, ApiRows] = {}
     short_rows = 0
     for n, row in enumerate(rows[1:], start=2):

@@ -3,8 +3,6 @@
 and comparing one run's per-parameter statistics with another run's, step by step."""
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 import statistics
@@ -12,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.collectors.msprobe.csvtext import csv_dicts, csv_text
 from engine.collectors.msprobe.jsonstream import load_small_json
 from engine.collectors.msprobe.naming import param_family
 from engine.errors import PrecdxError, Warnings
@@ -42,8 +41,16 @@ def _float(text: str | None) -> float | None:
         return None
     try:
         return float(text)
-    except ValueError:
+    except (TypeError, ValueError):
         return None
+
+
+def _step(text: str | None) -> int | None:
+    """A step number: a whole, finite, non-negative number ('3', '3.0'); None otherwise."""
+    v = _float(text)
+    if v is None or not math.isfinite(v) or v < 0 or v != int(v):
+        return None
+    return int(v)
 
 
 def read_monitor_csv(path: Path, into: dict[str, Table], warnings: Warnings) -> None:
@@ -52,20 +59,23 @@ def read_monitor_csv(path: Path, into: dict[str, Table], warnings: Warnings) -> 
     if meta is None:
         return
     table = meta[0]
-    raw = path.read_bytes()
-    if b"\x00" in raw[:4096]:
-        raise PrecdxError("binary data where a monitor CSV was expected", path=str(path))
-    reader = csv.DictReader(io.StringIO(raw.decode("utf-8", errors="replace")))
-    fields = reader.fieldnames or []
+    text = csv_text(path, what="a monitor CSV", encoding="utf-8")
+    fields, rows = csv_dicts(text, path, warnings, what=f"monitor table {table}")
     name_col = "name" if "name" in fields else "module_name" if "module_name" in fields else None
     if name_col is None or "step" not in fields:
         raise PrecdxError("monitor CSV without name/step columns", path=str(path))
     stats = [c for c in fields if c in ("min", "max", "mean", "norm", "nans", "zeros")]
+    if not rows:
+        warnings.add(f"monitor table {table} has no data rows (header only): nothing to compare",
+                     path=str(path))
+    elif "norm" not in fields:
+        warnings.add(f"monitor table {table} has no 'norm' column: its parameters cannot be compared "
+                     "with the baseline by norm", path=str(path))
     bad = 0
-    for row in reader:
-        step = _float(row.get("step"))
+    for row in rows:
+        step = _step(row.get("step"))
         name = row.get(name_col)
-        if step is None or not name:
+        if step is None or not name or not isinstance(name, str):
             bad += 1
             continue
         tname = table
@@ -74,7 +84,7 @@ def read_monitor_csv(path: Path, into: dict[str, Table], warnings: Warnings) -> 
         elif table in ("module", "param", "optimizer") and row.get("scope"):
             name = f"{name}.{row['scope']}" if table != "param" else name
             tname = f"{table}_{row['scope']}" if table == "param" else table
-        rec = into.setdefault(tname, {}).setdefault((name, int(step)), {})
+        rec = into.setdefault(tname, {}).setdefault((name, step), {})
         for c in stats:
             v = _float(row.get(c))
             if v is not None:
