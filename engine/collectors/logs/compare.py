@@ -30,16 +30,19 @@ def align(a: StepSeries, b: StepSeries, name: str = "loss") -> tuple[np.ndarray,
     values are window averages, its points inside each common window are averaged, so both sides
     describe the same iterations."""
     va, vb = _values(a, name), _values(b, name)
-    common = np.intersect1d(a.steps, b.steps)
+    # Built series hold unique sorted steps: the intersection needs no de-duplicating copies.
+    common = a.steps if np.array_equal(a.steps, b.steps) else np.intersect1d(a.steps, b.steps, assume_unique=True)
     if common.size == 0:
         return common, np.zeros(0), np.zeros(0)
     return common, _resample(a.steps, va, common, a.windowed), _resample(b.steps, vb, common, b.windowed)
 
 
 def _resample(steps: np.ndarray, values: np.ndarray, grid: np.ndarray, windowed: bool) -> np.ndarray:
+    if grid.size == steps.size:
+        return values  # the grid is this series' own steps (read-only use: no copy)
     idx = np.searchsorted(steps, grid)
     direct = values[idx]
-    if not windowed or grid.size == steps.size:
+    if not windowed:
         return direct
     # Window k covers (grid[k-1], grid[k]]; the first window spans one grid interval.
     gap = int(np.median(np.diff(grid))) if grid.size > 1 else 1
@@ -55,7 +58,15 @@ def _resample(steps: np.ndarray, values: np.ndarray, grid: np.ndarray, windowed:
 
 
 def rel_err(t: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.abs(t - b) / np.maximum(np.abs(b), EPS)
+    return _over_abs(np.abs(t - b), b)
+
+
+def _over_abs(num: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """num / max(|b|, EPS), computed in place in `num` (one temporary instead of three)."""
+    den = np.abs(b)
+    np.maximum(den, EPS, out=den)
+    np.divide(num, den, out=num)
+    return num
 
 
 def first_sustained(err: np.ndarray, steps: np.ndarray, band: float, sustain: int = SUSTAIN) -> int | None:
@@ -106,8 +117,8 @@ class CurveDiff:
     def of(cls, t: StepSeries, b: StepSeries, name: str = "loss") -> "CurveDiff":
         steps, tv, bv = align(t, b, name)
         with np.errstate(invalid="ignore", divide="ignore"):
-            err = rel_err(tv, bv)
-            signed = (tv - bv) / np.maximum(np.abs(bv), EPS)
+            signed = _over_abs(tv - bv, bv)
+            err = np.abs(signed)
         return cls(steps, tv, bv, err, signed)
 
     @property
@@ -221,8 +232,8 @@ def nan_weights(s: StepSeries) -> np.ndarray:
 
 def max_in_window(steps: np.ndarray, weights: np.ndarray, width: int = NAN_WINDOW) -> float:
     """Largest total weight of points whose steps fall within any `width`-step window."""
-    if steps.size == 0:
-        return 0.0
+    if steps.size == 0 or not np.any(weights):
+        return 0.0  # what the general path gives for all-zero weights, without its 7 temporaries
     csum = np.concatenate([[0.0], np.cumsum(weights)])
     ends = np.searchsorted(steps, steps + width - 1, side="right")
     starts = np.arange(steps.size)

@@ -96,6 +96,7 @@ def compare_facts(t: StepSeries, b: StepSeries, noise: float | None) -> Iterable
                ratio_mean=ratio_mean, ratio_cv=ratio_cv, noise_band=noise, band_used=band,
                within_noise_band=(mean <= noise) if (noise is not None and mean is not None) else None,
                first_divergence_step=loss_div, source=src)
+    del d  # the loss curves' measurements are done: free them before the grad-norm ones
 
     if t.has_grad_norm and b.has_grad_norm:
         g = cmp.CurveDiff.of(t, b, "grad_norm")
@@ -112,17 +113,15 @@ def compare_facts(t: StepSeries, b: StepSeries, noise: float | None) -> Iterable
                    mean_rel_err=_nanmean(err), max_rel_err=_f(np.max(err)) if steps.size else None,
                    first_divergence_step=gn_div, loss_divergence_step=loss_div, departs_before_loss=departs,
                    lead_steps=lead, late_growth_ratio=_growth_ratio(g.t[ok], g.b[ok]), source=src)
+        del g, ok, steps, err
 
-    tw, bw = cmp.nan_weights(t), cmp.nan_weights(b)
-    ts, bs = np.nan_to_num(t.skipped, nan=0.0), np.nan_to_num(b.skipped, nan=0.0)
-    yield make("nan_compare", **ident, target_nan_count=int(tw.sum()), baseline_nan_count=int(bw.sum()),
+    # One dense weight array at a time (each is 8 bytes a point).
+    nan_t, nan_b = _nan_stats(t), _nan_stats(b)
+    yield make("nan_compare", **ident, target_nan_count=nan_t[0], baseline_nan_count=nan_b[0],
                target_skipped_count=skipped_total(t), baseline_skipped_count=skipped_total(b),
-               target_first_nan_step=cmp.first_step_where(t.steps, tw > 0),
-               baseline_first_nan_step=cmp.first_step_where(b.steps, bw > 0),
-               target_max_nan_50=int(cmp.max_in_window(t.steps, tw)),
-               baseline_max_nan_50=int(cmp.max_in_window(b.steps, bw)),
-               target_max_skipped_50=int(cmp.max_in_window(t.steps, ts)),
-               baseline_max_skipped_50=int(cmp.max_in_window(b.steps, bs)),
+               target_first_nan_step=nan_t[1], baseline_first_nan_step=nan_b[1],
+               target_max_nan_50=nan_t[2], baseline_max_nan_50=nan_b[2],
+               target_max_skipped_50=_max_skipped_50(t), baseline_max_skipped_50=_max_skipped_50(b),
                target_overflow_events=t.event_counts.get("overflow", 0),
                baseline_overflow_events=b.event_counts.get("overflow", 0), source=src)
 
@@ -137,6 +136,16 @@ def compare_facts(t: StepSeries, b: StepSeries, noise: float | None) -> Iterable
                target_first_spike_step=tsp.steps[0] if tsp.steps else None, target_recovered=tsp.recovered,
                target_gn_spikes=len(cmp.find_spikes(t.steps, t.grad_norm).steps),
                baseline_gn_spikes=len(cmp.find_spikes(b.steps, b.grad_norm).steps), source=src)
+
+
+def _nan_stats(s: StepSeries) -> tuple[int, int | None, int]:
+    """(NaN count, first NaN step, most NaNs within 50 steps) of one run."""
+    w = cmp.nan_weights(s)
+    return int(w.sum()), cmp.first_step_where(s.steps, w > 0), int(cmp.max_in_window(s.steps, w))
+
+
+def _max_skipped_50(s: StepSeries) -> int:
+    return int(cmp.max_in_window(s.steps, np.nan_to_num(s.skipped, nan=0.0)))
 
 
 def _span(s: StepSeries) -> int:
