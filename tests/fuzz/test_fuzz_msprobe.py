@@ -8,7 +8,6 @@ import json
 import tempfile
 from pathlib import Path
 
-import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -57,10 +56,7 @@ def test_dump_task_on_damaged_bytes(data: bytes) -> None:
         assert report.fatal is None or isinstance(report.fatal, str)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="reported to msprobe owner: verdicts._number float() of a list/dict "
-                   "statistic raises TypeError")
-@bounded(300, known_failure=True)
+@bounded(300)
 @given(hostile_dump, hostile_dump)
 @example(run={"task": "statistics", "level": "mix", "framework": "pytorch", "data": {
     "Functional.gelu.0.forward": {"output": [{"type": "torch.Tensor", "Norm": [1, 2]}]}}},

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from engine.collectors.msprobe.dumpdir import DumpHeader, DumpReadError, iter_entries, read_header
-from engine.collectors.msprobe.entries import Entry, TensorInfo
+from engine.collectors.msprobe.entries import Entry, EntryIssues, TensorInfo
 from engine.collectors.msprobe.verdicts import DIVERGE, ApiDiff, compare_api
 
 _INIT_OPS = ("empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
@@ -53,6 +53,7 @@ class SideScan:
     param_keys: set = field(default_factory=set)
     producers: dict = field(default_factory=dict)  # tensor_key -> earliest order producing it
     keep_producers: bool = False
+    issues: EntryIssues = field(default_factory=EntryIssues)   # odd content, reported once per file
     _modes: Counter = field(default_factory=Counter)
 
     def observe(self, e: Entry) -> None:
@@ -138,7 +139,7 @@ class PassResult:
 
 def _scanned(path: Path, scan: SideScan, on_entry: Callable[[int], None] | None) -> Iterator[Entry]:
     try:
-        for e in iter_entries(path):
+        for e in iter_entries(path, scan.issues):
             scan.observe(e)
             if on_entry is not None and scan.entries % 2048 == 0:
                 on_entry(scan.entries)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.collectors.msprobe.jsonstream import stream_kvitems
+from engine.collectors.msprobe.jsonstream import NestingTooDeep, stream_kvitems
 from engine.collectors.msprobe.naming import module_path_of, parse_entry_name
 from engine.errors import Warnings
 
@@ -36,6 +36,8 @@ def module_paths(construct: Path | None, apis: list[str], warnings: Warnings) ->
             for child, parent in stream_kvitems(fh, ""):
                 if child in wanted or child.startswith(("Module.", "Cell.")):
                     parents[child] = parent if isinstance(parent, str) and parent else None
+    except NestingTooDeep as exc:
+        warnings.add(f"construct.json is {exc}: module paths left out", path=str(construct))
     except Exception as exc:  # damaged construct.json only loses the module paths
         warnings.add(f"construct.json could not be read ({type(exc).__name__}); module paths left out",
                      path=str(construct))
@@ -79,23 +81,35 @@ def code_lines(stack: Path | None, apis: list[str], warnings: Warnings) -> dict[
     twin = {api: _forward_twin(api) for api in apis}
     wanted = set(twin.values())
     found: dict[str, str] = {}
+    odd, first_odd = 0, None
     try:
         with stack.open("rb") as fh:
             for key, value in stream_kvitems(fh, ""):
-                if key in wanted and isinstance(value, list):            # old: {name: [frames]}
-                    line = user_frame(value)
-                    if line:
-                        found[key] = line
-                elif isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
+                if not isinstance(value, list):
+                    odd, first_odd = odd + 1, first_odd or key
+                elif len(value) == 2 and isinstance(value[0], list):     # new: {i: [[names], [frames]]}
+                    if not isinstance(value[1], list) or not all(isinstance(n, str) for n in value[0]):
+                        odd, first_odd = odd + 1, first_odd or key
                     hits = wanted.intersection(n for n in value[0] if isinstance(n, str))
                     if hits and isinstance(value[1], list):
                         line = user_frame(value[1])
                         for h in hits:
                             if line:
                                 found[h] = line
+                elif not all(isinstance(f, str) for f in value):          # old: {name: [frames]}
+                    odd, first_odd = odd + 1, first_odd or key
+                elif key in wanted:
+                    line = user_frame(value)
+                    if line:
+                        found[key] = line
                 if len(found) == len(wanted):
                     break
+    except NestingTooDeep as exc:
+        warnings.add(f"stack.json is {exc}: code lines left out", path=str(stack))
     except Exception as exc:
         warnings.add(f"stack.json could not be read ({type(exc).__name__}); code lines left out",
                      path=str(stack))
+    if odd:
+        warnings.add(f"stack.json has {odd} entry(ies) of an unexpected shape (first: {first_odd!r}); "
+                     "they were skipped", path=str(stack))
     return {api: found[t] for api, t in twin.items() if t in found}

@@ -7,13 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from engine.collectors.msprobe.entries import Entry, build_entry
-from engine.collectors.msprobe.jsonstream import json_error_message, stream_kvitems
+from engine.collectors.msprobe.entries import Entry, EntryIssues, build_entry
+from engine.collectors.msprobe.jsonstream import (
+    NestingTooDeep, is_int_overflow, json_error_message, stream_kvitems)
 from engine.errors import PrecdxError
 
 _STEP = re.compile(r"^step(\d+)$")
 _RANK = re.compile(r"^(?:rank|proc)_?(\d+)$")
 _HEADER_KEY = re.compile(rb'"(task|level|framework|dump_data_dir)"\s*:\s*("([^"\\]*)"|null)')
+_HUGE_NUMBER = re.compile(r"Unexpected symbol '-?\d")   # the pure-Python ijson backend's words
 _HEAD = 64 * 1024
 _TAIL = 4 * 1024
 
@@ -105,19 +107,36 @@ class DumpReadError(Exception):
         self.entries_read = entries_read
 
 
-def iter_entries(path: Path) -> Iterator[Entry]:
+def iter_entries(path: Path, issues: EntryIssues | None = None) -> Iterator[Entry]:
     """Entries of dump.json in file (= execution) order, streamed. Raises DumpReadError when the
-    file is damaged part-way (after yielding what came before)."""
+    file is damaged part-way (after yielding what came before). Integers beyond 64 bits stop the
+    fast reader: the file is then read again with the pure-Python one (noted in `issues`), the
+    entries already delivered skipped."""
     count = 0
-    try:
-        with path.open("rb") as fh:
-            for name, body in stream_kvitems(fh, "data"):
-                yield build_entry(name, body, count)
-                count += 1
-    except OSError as exc:
-        raise DumpReadError(f"cannot read: {exc.strerror or exc}", count) from None
-    except Exception as exc:  # ijson raises several classes (IncompleteJSONError, JSONError, ...)
-        if type(exc).__module__.startswith("ijson") or "JSON" in type(exc).__name__ \
-                or isinstance(exc, (ValueError, UnicodeDecodeError)):
+    big_ints = False
+    first_error: Exception | None = None
+    while True:
+        try:
+            with path.open("rb") as fh:
+                for i, (name, body) in enumerate(stream_kvitems(fh, "data", big_ints=big_ints)):
+                    if i < count:
+                        continue
+                    yield build_entry(name, body, count, issues)
+                    count += 1
+            return
+        except OSError as exc:
+            raise DumpReadError(f"cannot read: {exc.strerror or exc}", count) from None
+        except NestingTooDeep as exc:
+            raise DumpReadError(f"the JSON is {exc}; reading stopped there", count) from None
+        except Exception as exc:  # ijson raises several classes (IncompleteJSONError, JSONError, ...)
+            if not (type(exc).__module__.startswith("ijson") or "JSON" in type(exc).__name__
+                    or isinstance(exc, (ValueError, UnicodeDecodeError))):
+                raise
+            if not big_ints and is_int_overflow(exc):
+                big_ints, first_error = True, exc
+                if issues is not None:
+                    issues.add("bigint", f"entry {count}")
+                continue
+            if first_error is not None and _HUGE_NUMBER.match(str(exc)):
+                exc = first_error   # a number of thousands of digits: say what yajl said
             raise DumpReadError(json_error_message(exc), count) from None
-        raise

@@ -3,6 +3,7 @@ arguments) with their statistics / checksum, flattened in msprobe's slot order."
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,40 @@ from engine.collectors.msprobe.jsonstream import denan
 from engine.collectors.msprobe.naming import EntryName, parse_entry_name
 
 _STATS = ("Max", "Min", "Mean", "Norm")
+# Arguments nest a few levels (tuples of lists of tensors); deeper parts of an entry are left out.
+MAX_DEPTH = 64
+_NUMEL_CAP = 1 << 63
+
+
+class EntryIssues:
+    """Odd content met while building one file's entries, counted per kind with the first entry
+    that had it, and reported once per file (see `messages`)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter = Counter()
+        self.first: dict[str, str] = {}
+
+    def add(self, kind: str, where: str) -> None:
+        self.counts[kind] += 1
+        self.first.setdefault(kind, where)
+
+    def messages(self) -> list[str]:
+        out = []
+        for kind, n in self.counts.items():
+            where = self.first[kind]
+            if kind == "stat":
+                out.append(f"dump.json has {n} statistic(s) that are not numbers (first: {where}); "
+                           "they count as missing")
+            elif kind == "body":
+                out.append(f"dump.json has {n} entry body(ies) that are not JSON objects (first: {where}); "
+                           "those entries carry no tensors")
+            elif kind == "bigint":
+                out.append("dump.json has integers beyond 64 bits (integer overflow in the fast JSON "
+                           "reader): read with the slower pure-Python reader")
+            elif kind == "deep":
+                out.append(f"dump.json has {n} argument(s) nested more than {MAX_DEPTH} levels deep "
+                           f"(first: {where}); the deeper parts were left out")
+        return out
 
 
 @dataclass(slots=True)
@@ -33,8 +68,8 @@ class TensorInfo:
     def numel(self) -> int:
         n = 1
         for d in self.shape or ():
-            n *= d if isinstance(d, int) else 1
-        return n
+            n *= d if type(d) is int else 1
+        return n if -_NUMEL_CAP < n < _NUMEL_CAP else _NUMEL_CAP
 
     @property
     def is_float(self) -> bool:
@@ -92,19 +127,59 @@ def _num(v: Any) -> Any:
     return v
 
 
-def _leaf(slot: str, v: Any) -> TensorInfo:
+_BAD = object()
+
+
+def _stat_value(v: Any) -> Any:
+    """A statistic as a number (None when absent); _BAD when it is not a number (a list, a bool,
+    text that is no number, an integer beyond float range)."""
+    t = type(v)
+    if t is float:
+        return _num(v)
+    if v is None:
+        return None
+    if t is int:
+        try:
+            float(v)
+        except OverflowError:
+            return _BAD
+        return v
+    if t is str:
+        try:
+            return float(v)   # 'inf', 'nan', '1.5'
+        except ValueError:
+            return _BAD
+    return _BAD
+
+
+def _shape(shape: Any) -> tuple | None:
+    if type(shape) is not list:
+        return None
+    # dimensions are ints; anything else is kept as text so shapes stay hashable and comparable
+    return tuple(d if type(d) is int else repr(d) for d in shape)
+
+
+def _leaf(slot: str, v: Any, issues: EntryIssues | None = None, where: str = "") -> TensorInfo:
     if v is None:
         return TensorInfo(slot, "none")
     if not isinstance(v, dict):
         return TensorInfo(slot, "scalar", value=str(_num(v)))
     if "dtype" in v or "shape" in v or "md5" in v or "Max" in v:
-        shape = v.get("shape")
         dtype = v.get("dtype")
+        mx, mn, me, no = v.get("Max"), v.get("Min"), v.get("Mean"), v.get("Norm")
+        if type(mx) is float and type(mn) is float and type(me) is float and type(no) is float:
+            mx, mn, me, no = _num(mx), _num(mn), _num(me), _num(no)   # the common case
+        else:
+            stats = [_stat_value(x) for x in (mx, mn, me, no)]
+            for i, x in enumerate(stats):
+                if x is _BAD:
+                    stats[i] = None
+                    if issues is not None:
+                        issues.add("stat", f"{_STATS[i]} of {where} {slot}")
+            mx, mn, me, no = stats
         t = TensorInfo(
             slot, "tensor", dtype if dtype is None or type(dtype) is str else str(dtype),
-            tuple(shape) if type(shape) is list else None,
-            _num(v.get("Max")), _num(v.get("Min")), _num(v.get("Mean")),
-            _num(v.get("Norm")), v.get("md5"), v.get("requires_grad"))
+            _shape(v.get("shape")), mx, mn, me, no, v.get("md5"), v.get("requires_grad"))
         t.bad = t._classify()
         return t
     if "value" in v:
@@ -112,41 +187,53 @@ def _leaf(slot: str, v: Any) -> TensorInfo:
     return TensorInfo(slot, "scalar", dtype=str(v.get("type")), value=None)
 
 
-def _flatten(slot: str, v: Any, out: list[TensorInfo]) -> None:
+def _flatten(slot: str, v: Any, out: list[TensorInfo], issues: EntryIssues | None = None,
+             where: str = "", depth: int = 0) -> None:
     if isinstance(v, list):
+        if depth >= MAX_DEPTH:
+            if issues is not None:
+                issues.add("deep", f"{where} {slot}")
+            return
         for i, item in enumerate(v):
-            _flatten(f"{slot}.{i}", item, out)
+            _flatten(f"{slot}.{i}", item, out, issues, where, depth + 1)
     elif isinstance(v, dict) and "type" not in v and "dtype" not in v and v:
         # a dict that is not a leaf: kwargs or a parameters map
+        if depth >= MAX_DEPTH:
+            if issues is not None:
+                issues.add("deep", f"{where} {slot}")
+            return
         for k, item in v.items():
-            _flatten(f"{slot}.{k}", item, out)
+            _flatten(f"{slot}.{k}", item, out, issues, where, depth + 1)
     else:
-        out.append(_leaf(slot, v))
+        out.append(_leaf(slot, v, issues, where))
 
 
-def build_entry(name: str, body: Any, order: int) -> Entry:
-    """Turn one `data` item of dump.json into an Entry (tolerates missing parts)."""
+def build_entry(name: str, body: Any, order: int, issues: EntryIssues | None = None) -> Entry:
+    """Turn one `data` item of dump.json into an Entry (tolerates missing parts; what is odd is
+    counted in `issues`)."""
     entry = Entry(parse_entry_name(name), order)
     if not isinstance(body, dict):
+        if issues is not None:
+            issues.add("body", name)
         return entry
     if entry.name.direction == "parameters_grad":
         for pname, v in body.items():
-            _flatten(f"output.{pname}", v, entry.outputs)
+            _flatten(f"output.{pname}", v, entry.outputs, issues, name)
         return entry
     for key in ("input_args", "input"):
         if key in body:
-            _flatten("input", body[key], entry.inputs)
+            _flatten("input", body[key], entry.inputs, issues, name)
     kwargs = body.get("input_kwargs")
     if isinstance(kwargs, dict):
         for k, v in kwargs.items():
-            _flatten(f"input.{k}", v, entry.inputs)
+            _flatten(f"input.{k}", v, entry.inputs, issues, name, 1)
     # pre-1.0 API-info files use args/kwargs
     if "args" in body and not entry.inputs:
-        _flatten("input", body["args"], entry.inputs)
+        _flatten("input", body["args"], entry.inputs, issues, name)
     params = body.get("parameters")
     if isinstance(params, dict):
         for k, v in params.items():
-            _flatten(f"parameters.{k}", v, entry.params)
+            _flatten(f"parameters.{k}", v, entry.params, issues, name, 1)
     if "output" in body:
-        _flatten("output", body["output"], entry.outputs)
+        _flatten("output", body["output"], entry.outputs, issues, name)
     return entry

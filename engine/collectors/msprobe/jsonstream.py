@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 import ijson
+import numpy as np
 
 from engine.errors import PrecdxError
 
@@ -21,12 +22,65 @@ try:  # the C backend is ~10x faster; fall back quietly when the wheel lacks it
     _IJSON = ijson.get_backend("yajl2_c")
 except Exception:  # pragma: no cover - depends on the installed wheel
     _IJSON = ijson
+# The pure-Python backend reads integers beyond 64 bits, which make yajl give up on the whole file.
+_IJSON_PY = ijson.get_backend("python")
 
 _NAN, _POS_INF, _NEG_INF = 7.7e-321, 8.8e-321, -8.8e-321
 _TOKEN = re.compile(rb"([:\[,]\s*)(NaN|-Infinity|Infinity)")
 _REPLACEMENT = {b"NaN": b"7.7e-321", b"Infinity": b"8.8e-321", b"-Infinity": b"-8.8e-321"}
 _CHUNK = 1 << 20
 _MAX_CARRY = 64 << 20
+# ijson's memory grows with the square of the nesting depth (1 GB at 20 000 levels); msprobe's own
+# files are ~10 levels deep. A file nested deeper than this stops with NestingTooDeep.
+MAX_DEPTH = 1000
+_KEEP = b'"[]{}'
+_DROP = bytes(c for c in range(256) if c not in _KEEP)
+_STEP = np.zeros(256, dtype=np.int32)
+_STEP[ord("[")] = _STEP[ord("{")] = 1
+_STEP[ord("]")] = _STEP[ord("}")] = -1
+
+
+class NestingTooDeep(ValueError):
+    """The JSON nests arrays/objects deeper than the reader's limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"nested more than {limit} levels deep")
+        self.limit = limit
+
+
+class NestingGuard:
+    """Tracks the nesting depth of a JSON byte stream fed block by block (brackets inside strings
+    do not count) and raises NestingTooDeep past `limit`. Costs a few byte-level passes per block."""
+
+    def __init__(self, limit: int = MAX_DEPTH) -> None:
+        self.limit = limit
+        self.depth = 0
+        self.in_string = False
+        self._backslash = b""
+
+    def feed(self, block: bytes) -> None:
+        data = self._backslash + block
+        self._backslash = b""
+        run = len(data) - len(data.rstrip(b"\\"))
+        if run % 2:                      # an escape cut in two: finish it with the next block
+            data, self._backslash = data[:-1], b"\\"
+        if b"\\" in data:
+            data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+        reduced = data.translate(None, _DROP)
+        if not reduced:
+            return
+        parts = reduced.split(b'"')
+        # parts alternate outside/inside strings, starting inside when a string was open
+        outside = b"".join(parts[1::2] if self.in_string else parts[0::2])
+        if (len(parts) - 1) % 2:
+            self.in_string = not self.in_string
+        if not outside:
+            return
+        steps = _STEP[np.frombuffer(outside, dtype=np.uint8)]
+        peak = self.depth + int(np.cumsum(steps).max())
+        if peak > self.limit:
+            raise NestingTooDeep(self.limit)
+        self.depth += int(steps.sum())
 
 
 def _rewrite(block: bytes) -> bytes:
@@ -39,8 +93,9 @@ class NonFiniteTolerantReader:
     """File-like wrapper rewriting bare NaN/Infinity tokens; cuts blocks just before a comma so a
     token and the delimiter in front of it are never split between two blocks."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: BinaryIO, guard: NestingGuard | None = None) -> None:
         self._raw = raw
+        self._guard = guard
         self._carry = b""
         self._out = b""
         self._pos = 0
@@ -50,6 +105,8 @@ class NonFiniteTolerantReader:
         while True:
             chunk = self._raw.read(_CHUNK)
             self.bytes_read += len(chunk)
+            if self._guard is not None and chunk:
+                self._guard.feed(chunk)
             if not chunk:
                 block, self._carry = self._carry, b""
                 return _rewrite(block)
@@ -95,10 +152,18 @@ def denan_tree(value: Any) -> Any:
     return denan(value)
 
 
-def stream_kvitems(fh: BinaryIO, prefix: str) -> Iterator[tuple[str, Any]]:
+def stream_kvitems(fh: BinaryIO, prefix: str, *, big_ints: bool = False,
+                   max_depth: int = MAX_DEPTH) -> Iterator[tuple[str, Any]]:
     """(key, value) pairs of the object at `prefix`, one at a time; values keep sentinels
-    (callers use `denan` on the few numbers they read)."""
-    return _IJSON.kvitems(NonFiniteTolerantReader(fh), prefix, use_float=True)
+    (callers use `denan` on the few numbers they read). NestingTooDeep past `max_depth`;
+    `big_ints`: the slower pure-Python reader, which takes integers beyond 64 bits."""
+    backend = _IJSON_PY if big_ints else _IJSON
+    return backend.kvitems(NonFiniteTolerantReader(fh, NestingGuard(max_depth)), prefix, use_float=True)
+
+
+def is_int_overflow(exc: Exception) -> bool:
+    """yajl's error for an integer beyond 64 bits (the pure-Python reader takes those)."""
+    return "integer overflow" in str(exc)
 
 
 def json_error_message(exc: Exception) -> str:
@@ -123,7 +188,13 @@ def load_small_json(path: Path, *, what: str) -> Any:
     except UnicodeDecodeError:
         raise PrecdxError(f"{what} is not UTF-8 text (binary file?)", path=str(path)) from None
     try:
+        NestingGuard().feed(raw)
+    except NestingTooDeep as exc:
+        raise PrecdxError(f"{what} is {exc}: not read", path=str(path)) from None
+    try:
         return json.loads(text)
+    except RecursionError:
+        raise PrecdxError(f"{what} is nested too deeply: not read", path=str(path)) from None
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()) - 1:
             raise PrecdxError(f"{what} ends in the middle of the JSON (truncated?)",

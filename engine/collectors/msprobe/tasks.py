@@ -90,6 +90,8 @@ def _add_context(located: list[Located], dump_json: Path, warnings: Warnings) ->
 
 
 def _scan_warnings(scan: SideScan, warnings: Warnings) -> None:
+    for message in scan.issues.messages():
+        warnings.add(message, path=str(scan.path))
     if not scan.complete:
         warnings.add(f"dump.json is damaged: {scan.error}; results use the entries read before it",
                      path=str(scan.path))

@@ -77,9 +77,12 @@ def _rel(a: float, b: float, scale: float) -> float:
 def _number(v) -> float | None:
     if type(v) is float or v is None:
         return v
-    if isinstance(v, str):
+    if isinstance(v, (str, bool)):
         return None
-    return float(v)
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):   # not a number: missing (entries warn)
+        return None
 
 
 def tensor_diff(a: TensorInfo, b: TensorInfo, mode: Mode) -> TensorDiff:
@@ -165,9 +168,7 @@ def _finite_stats_error(a: TensorInfo, b: TensorInfo) -> tuple[float, float] | N
     e = abs(amn - bmn) / scale
     if e > err:
         err = e
-    numel = 1
-    for d in b.shape or ():
-        numel *= d if type(d) is int else 1
+    numel = b.numel
     rms = bno / math.sqrt(numel if numel > 0 else 1)
     e = abs(ame - bme) / (rms if rms > 0 else scale)
     if e > err:

@@ -138,3 +138,121 @@ def test_api_check_csv_errors_name_the_file(tmp_path: Path) -> None:
                  "inf,improve,forward,nan,Functional.gelu.0,0.1,torch.float16\n")
     line, = api_checks.read_free_benchmark(p)
     assert (line.rank, line.step) == (0, 0)
+
+
+# ---------------------------------------------------------------- dump.json, stack.json, construct.json
+import json  # noqa: E402
+
+from engine.collectors.msprobe.context import code_lines, module_paths  # noqa: E402
+from engine.collectors.msprobe.entries import MAX_DEPTH  # noqa: E402
+from engine.collectors.msprobe.jsonstream import NestingGuard, NestingTooDeep, load_small_json  # noqa: E402
+from engine.collectors.msprobe.tasks import DumpTask, run_task  # noqa: E402
+
+
+def _pair(tmp_path: Path, run_text: str) -> tuple[DumpTask, Path]:
+    paths = []
+    for side, text in (("run", run_text), ("against", json.dumps(healthy.dump_json(), indent=1))):
+        d = tmp_path / side / "step0" / "rank0"
+        d.mkdir(parents=True)
+        (d / "dump.json").write_text(text)
+        paths.append(d / "dump.json")
+    return DumpTask(str(paths[0]), str(paths[1])), paths[0]
+
+
+def _task_messages(tmp_path: Path, run_text: str):
+    task, run = _pair(tmp_path, run_text)
+    rep = run_task(task)
+    assert rep.fatal is None
+    return rep, [m for m, p in rep.warnings if p == str(run)]
+
+
+def test_non_numeric_statistics_are_missing(tmp_path: Path) -> None:
+    d = healthy.dump_json()
+    d["data"]["Functional.gelu.0.forward"]["output"][0].update({"Norm": [1, 2], "Max": "abc", "Min": True})
+    rep, msgs = _task_messages(tmp_path, json.dumps(d))
+    assert any("3 statistic(s) that are not numbers (first: Max of Functional.gelu.0.forward output.0)" in m
+               for m in msgs), msgs
+    assert rep.n_compared == 3
+
+
+def test_entry_bodies_that_are_not_objects(tmp_path: Path) -> None:
+    d = healthy.dump_json()
+    d["data"]["Functional.gelu.0.forward"] = 42
+    _, msgs = _task_messages(tmp_path, json.dumps(d))
+    assert any("1 entry body(ies) that are not JSON objects (first: Functional.gelu.0.forward)" in m
+               for m in msgs), msgs
+
+
+def test_deep_arguments_are_cut_once_per_file(tmp_path: Path) -> None:
+    d = healthy.dump_json()
+    deep: object = 1.0
+    for _ in range(200):
+        deep = [deep]
+    d["data"]["Functional.linear.0.forward"]["input_kwargs"] = {"deep": deep}
+    d["data"]["Functional.gelu.0.forward"]["input_kwargs"] = {"deep": deep}
+    rep, msgs = _task_messages(tmp_path, json.dumps(d))
+    deep_msgs = [m for m in msgs if f"nested more than {MAX_DEPTH} levels" in m]
+    assert len(deep_msgs) == 1 and "2 argument(s)" in deep_msgs[0], msgs
+    assert rep.n_compared == 3
+
+
+def test_hugely_nested_dump_stops_with_a_warning(tmp_path: Path) -> None:
+    text = json.dumps(healthy.dump_json(), indent=1)
+    n = 100_000
+    text = text.replace('"Module.mlp.MLP.forward.0"', '"Functional.x.0.forward": {"output": ' + "[" * n + "1" +
+                        "]" * n + '}, "Module.mlp.MLP.forward.0"', 1)
+    rep, msgs = _task_messages(tmp_path, text)
+    assert any("nested more than 1000 levels deep" in m for m in msgs), msgs
+    assert rep.run is not None and not rep.run.complete   # (checked per 1 MiB block: a small file stops at once)
+
+
+def test_big_integers_are_read_with_the_python_reader(tmp_path: Path) -> None:
+    d = healthy.dump_json()
+    d["data"]["Functional.linear.0.forward"]["output"][0]["Max"] = 2 ** 70
+    d["data"]["Functional.gelu.0.forward"]["output"][0]["Norm"] = 10 ** 400
+    rep, msgs = _task_messages(tmp_path, json.dumps(d))
+    assert any("integer overflow" in m and "pure-Python" in m for m in msgs), msgs
+    assert any("statistic(s) that are not numbers (first: Norm of Functional.gelu.0.forward" in m for m in msgs)
+    assert rep.run.complete and rep.n_compared == 3 and rep.first is not None
+
+
+def test_huge_number_text_is_still_a_damaged_dump(tmp_path: Path) -> None:
+    d = json.dumps(healthy.dump_json()).replace("8.0", "9" * 6000, 1)
+    _, msgs = _task_messages(tmp_path, d)
+    assert any("dump.json is damaged" in m and "integer overflow" in m for m in msgs), msgs
+
+
+def test_stack_and_construct_side_files(tmp_path: Path) -> None:
+    stack = tmp_path / "stack.json"
+    stack.write_text('{"0": "not a list", "1": [null, 5], "2": [["Functional.gelu.0.forward"], '
+                     '["File /w/m.py, line 11, in forward, \\n return F.gelu(y)"]]}')
+    w = Warnings()
+    assert code_lines(stack, ["Functional.gelu.0.forward"], w) == {
+        "Functional.gelu.0.forward": "m.py:11 return F.gelu(y)"}
+    assert any("2 entry(ies) of an unexpected shape (first: '0')" in m for m in _messages(w, stack)), list(w)
+    deep = "[" * 100_000 + "]" * 100_000
+    stack.write_text('{"0": ' + deep + "}")
+    w = Warnings()
+    assert code_lines(stack, ["Functional.gelu.0.forward"], w) == {}
+    assert any("nested more than 1000 levels deep" in m for m in _messages(w, stack))
+    construct = tmp_path / "construct.json"
+    construct.write_text('{"a": ' + deep + "}")
+    w = Warnings()
+    assert module_paths(construct, ["Functional.gelu.0.forward"], w) == {}
+    assert any("nested more than 1000 levels deep" in m for m in _messages(w, construct))
+    small = tmp_path / "analysis.json"
+    small.write_text(deep)
+    with pytest.raises(PrecdxError, match="nested more than 1000 levels deep"):
+        load_small_json(small, what="analysis json")
+
+
+def test_nesting_guard_ignores_brackets_in_strings() -> None:
+    g = NestingGuard(3)
+    text = b'{"a": "[[[[[[\\\\", "b": "\\"{{{{{{", "c": [[1]]}'
+    for i in range(len(text)):          # every cut, also inside strings and escapes
+        g = NestingGuard(3)
+        g.feed(text[:i])
+        g.feed(text[i:])
+        assert g.depth == 0 and not g.in_string
+    with pytest.raises(NestingTooDeep):
+        NestingGuard(3).feed(b'{"a": [[[1]]]}')
