@@ -178,11 +178,7 @@ def _scan_word(text: str, i: int, line: int) -> tuple[int, int]:
             i += 2
             continue
         if c == "'":
-            end = text.find("'", i + 1)
-            if end < 0:
-                raise ShellSyntaxError("unterminated single quote", start_line)
-            line += text.count("\n", i, end)
-            i = end + 1
+            i, line = _skip_single(text, i, line, start_line)
             continue
         if c == '"':
             i, line = _scan_double(text, i + 1, line, start_line)
@@ -204,6 +200,14 @@ def _scan_word(text: str, i: int, line: int) -> tuple[int, int]:
             break
         i += 1
     return i, line
+
+
+def _skip_single(text: str, i: int, line: int, start_line: int) -> tuple[int, int]:
+    """Skip a single-quoted string starting at text[i]; returns (index after it, line)."""
+    end = text.find("'", i + 1)
+    if end < 0:
+        raise ShellSyntaxError("unterminated single quote", start_line)
+    return end + 1, line + text.count("\n", i, end)
 
 
 def _scan_double(text: str, i: int, line: int, start_line: int) -> tuple[int, int]:
@@ -238,11 +242,7 @@ def _scan_group(text: str, i: int, line: int, start_line: int) -> tuple[int, int
             i += 2
             continue
         if c == "'" and opener == "(":
-            end = text.find("'", i + 1)
-            if end < 0:
-                raise ShellSyntaxError("unterminated single quote", start_line)
-            line += text.count("\n", i, end)
-            i = end + 1
+            i, line = _skip_single(text, i, line, start_line)
             continue
         if c == '"':
             i, line = _scan_double(text, i + 1, line, start_line)
