@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 
 from engine.collectors.msprobe.dumpdir import DumpHeader, DumpReadError, iter_entries, read_header
 from engine.collectors.msprobe.entries import Entry, EntryIssues, TensorInfo
+from engine.collectors.msprobe.intindex import IntIndex
 from engine.collectors.msprobe.verdicts import DIVERGE, ApiDiff, compare_api
 
 _INIT_OPS = ("empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
@@ -50,8 +51,8 @@ class SideScan:
     first_abnormal: Entry | None = None          # first API entry with NaN/Inf
     first_abnormal_module: Entry | None = None   # first module entry with NaN/Inf (L0 dumps)
     abnormal_param_shapes: set = field(default_factory=set)
-    param_keys: set = field(default_factory=set)
-    producers: dict = field(default_factory=dict)  # tensor_key -> earliest order producing it
+    param_keys: IntIndex = field(default_factory=IntIndex)
+    producers: IntIndex = field(default_factory=IntIndex)  # tensor_key -> earliest order producing it
     keep_producers: bool = False
     issues: EntryIssues = field(default_factory=EntryIssues)   # odd content, reported once per file
     _modes: Counter = field(default_factory=Counter)
@@ -89,7 +90,7 @@ class SideScan:
             for t in e.outputs:
                 key = tensor_key(t)
                 if key is not None:
-                    self.producers.setdefault(key, e.order)
+                    self.producers.add(key, e.order)
 
     def finish(self) -> None:
         if self._modes:

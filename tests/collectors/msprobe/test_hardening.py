@@ -256,3 +256,15 @@ def test_nesting_guard_ignores_brackets_in_strings() -> None:
         assert g.depth == 0 and not g.in_string
     with pytest.raises(NestingTooDeep):
         NestingGuard(3).feed(b'{"a": [[[1]]]}')
+
+
+def test_int_index_keeps_the_earliest_value_per_key():
+    from engine.collectors.msprobe.intindex import IntIndex
+    idx = IntIndex()
+    for key, value in [(5, 9), (-3, 1), (5, 2), (2**62, 7), (5, 4)]:
+        idx.add(key, value)
+    assert idx.get(5) == 2 and idx.get(-3) == 1 and idx.get(2**62) == 7
+    assert idx.get(6) is None and 6 not in idx and -3 in idx and len(idx) == 3
+    idx.add(6, 0)  # adding after a look-up re-sorts
+    assert idx.get(6) == 0
+    assert IntIndex().get(1) is None
