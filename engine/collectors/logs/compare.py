@@ -95,7 +95,10 @@ def drift_slope(steps: np.ndarray, signed: np.ndarray) -> float | None:
     x = steps[ok].astype(float)
     if np.ptp(x) == 0:
         return None
-    return float(np.polyfit(x, signed[ok], 1)[0] * 1000.0)
+    # closed-form least squares: one centred temporary instead of polyfit's Vandermonde matrix
+    y = signed[ok]
+    x -= x.mean()
+    return float(np.dot(x, y - y.mean()) / np.dot(x, x) * 1000.0)
 
 
 def thirds(n: int) -> tuple[slice, slice]:
