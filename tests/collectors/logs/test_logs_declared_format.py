@@ -41,6 +41,7 @@ def test_declared_format_drives_a_run(tmp_path: Path, kit) -> None:
     ("precdx_log_formats:\n  - name: x\n    regex: '(?P<step>\\d+)'\n    colour: red\n", "unknown key", 2),
     ("precdx_log_formats:\n  - name: x\n    name: y\n", "duplicate key", 3),
     ("other: 1\n", "not a log-format file", None),
+    ("precdx_log_formats:\n  - name: x\n    regex: 'it (?P<step>\\d+) (\\w+\\s?)+$'\n", "exponential time", 3),
 ])
 def test_declared_format_errors(tmp_path: Path, text: str, message: str, line: int | None) -> None:
     p = tmp_path / "f.yaml"
@@ -58,3 +59,10 @@ def test_broken_declared_format_is_a_warning_not_a_crash(tmp_path: Path, kit) ->
     facts, w = kit.collect(Case(runs=[RunDir(role="target", name="target", root=d)], root=tmp_path))
     assert any("log format file ignored" in x["message"] for x in w)
     assert kit.one(facts, "loss_series", run="target").framework == "torchtitan"
+
+
+@pytest.mark.parametrize("pattern", [r"it (?P<step>\d+) (\d+,)* loss (?P<loss>\S+)", r"(?P<step>\d+) (\d+\.)+"])
+def test_declared_format_separated_repeats_are_allowed(tmp_path: Path, pattern: str) -> None:
+    p = tmp_path / "f.yaml"
+    p.write_text(f"precdx_log_formats:\n  - name: x\n    regex: '{pattern}'\n")
+    assert load_declared_formats(p)

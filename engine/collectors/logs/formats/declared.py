@@ -71,6 +71,10 @@ def load_declared_formats(path: str | Path) -> list[DeclaredFormat]:
             reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
             raise PrecdxError(f"log format {name!r}: invalid regex: {reason}", path=where,
                               line=line_of(entry, "regex")) from None
+        if _nested_unbounded_repeat(pattern):
+            raise PrecdxError(f"log format {name!r}: the regex repeats a group that itself repeats without bound "
+                              f"(e.g. (a+)+), which can take exponential time on some lines; rewrite it",
+                              path=where, line=line_of(entry, "regex"))
         if "step" not in regex.groupindex:
             raise PrecdxError(f"log format {name!r}: the regex needs a named group 'step'", path=where,
                               line=line_of(entry, "regex"))
@@ -120,3 +124,57 @@ class DeclaredParser(LineParser):
                 if value is not None:
                     rec.extra[key] = value
         return [rec]
+
+
+def _nested_unbounded_repeat(pattern: str) -> bool:
+    """True for the classic catastrophic-backtracking shape: a repeated group whose body holds an
+    unbounded repeat and no literal separator ((a+)+, (a*)*, (\\w+\\s?)+). Python's re has no
+    timeout, so such user-declared patterns are refused up front; `(\\d+,)*` stays allowed."""
+    try:
+        from re import _constants as const, _parser as parser  # Python 3.11+
+    except ImportError:  # pragma: no cover
+        import sre_constants as const  # type: ignore[no-redef]
+        import sre_parse as parser  # type: ignore[no-redef]
+    repeats = (const.MAX_REPEAT, const.MIN_REPEAT)
+
+    def children(op, av):
+        if op in repeats:
+            return [av[2]]
+        if op == const.SUBPATTERN:
+            return [av[-1]]
+        if op == const.BRANCH:
+            return list(av[1])
+        if op in (const.ASSERT, const.ASSERT_NOT):
+            return [av[1]]
+        return []
+
+    def has_unbounded(items) -> bool:
+        for op, av in items:
+            if op in repeats and av[1] == const.MAXREPEAT:
+                return True
+            if any(has_unbounded(c) for c in children(op, av)):
+                return True
+        return False
+
+    def flat(items):
+        for op, av in items:
+            if op == const.SUBPATTERN:
+                yield from flat(av[-1])
+            else:
+                yield op, av
+
+    def risky(items) -> bool:
+        for op, av in items:
+            if op in repeats and av[1] > 1:
+                body = av[2]
+                separated = any(o in (const.LITERAL, const.NOT_LITERAL) for o, _ in flat(body))
+                if has_unbounded(body) and not separated:
+                    return True
+            if any(risky(c) for c in children(op, av)):
+                return True
+        return False
+
+    try:
+        return risky(parser.parse(pattern))
+    except Exception:  # noqa: BLE001 - compile() already accepted it; never block on our own check
+        return False
