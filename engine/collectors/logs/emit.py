@@ -36,13 +36,13 @@ def skipped_total(s: StepSeries) -> int:
 
 def series_facts(s: StepSeries) -> Iterable[Fact]:
     """loss_series, loss_scale_trend and log_event facts of one run."""
-    fin = s.loss[np.isfinite(s.loss)]
+    min_loss = s.min_loss
     nan_w = cmp.nan_weights(s)
-    yield make("loss_series", role=s.role, run=s.run, group=s.group, framework=s.framework, n_points=len(s),
-               first_step=int(s.steps[0]) if len(s) else None, last_step=int(s.steps[-1]) if len(s) else None,
+    yield make("loss_series", role=s.role, run=s.run, group=s.group, framework=s.framework, n_points=s.n_points,
+               first_step=s.first_step, last_step=int(s.steps[-1]) if len(s) else None,
                log_interval=s.log_interval, windowed=s.windowed, step_inferred=s.step_inferred,
                first_loss=_f(s.loss[0]) if len(s) else None, last_loss=_f(s.loss[-1]) if len(s) else None,
-               min_loss=_f(fin.min()) if fin.size else None, nan_count=int(nan_w.sum()),
+               min_loss=_f(min_loss) if min_loss is not None else None, nan_count=int(nan_w.sum()),
                first_nan_step=cmp.first_step_where(s.steps, nan_w > 0), skipped_count=skipped_total(s),
                overflow_events=s.event_counts.get("overflow", 0), restarts=s.restarts,
                has_grad_norm=s.has_grad_norm, has_loss_scale=s.has_loss_scale, eval_points=s.eval_records,

@@ -5,10 +5,38 @@ as record objects). Semantics kept: the last occurrence of a step wins (a restar
 steps going backwards count as restarts; DeepSpeed's cumulative `skipped` becomes per-line
 counts; a loss key a framework drops for non-finite values counts as non-finite; HF stdout dicts
 without a step use the tqdm counter, else their ordinal.
+
+Bounded memory (issue 9). Up to `max_points()` logged points per run (`MAX_POINTS`, overridable
+by the env var `PRECDX_LOG_MAX_POINTS`) everything is kept point by point and every fact is exact,
+as before. Beyond it the run's points are folded into exact per-window aggregates (`Windows`):
+each window holds k consecutive logged points (k starts at FOLD = 8 and doubles whenever the
+windows outnumber threshold / 8, a window costing ~8x a point) with its first and last step, count, loss sum/finite count/min/max, non-finite count,
+NaN-iteration weight, skipped sum, grad-norm sum/count/max/non-finite count, last lr and last loss
+scale; at most `threshold` points stay buffered, so peak memory stays O(threshold) whatever the
+log length (until k itself exceeds the threshold, i.e. beyond threshold^2 / 8 points). The folded series exposes one
+point per window (step = last step of the window, loss/grad norm = window mean over finite
+values, NaN when a value in it was non-finite; skipped and nan_iters = window sums; lr and loss
+scale = last value), so all comparison code runs unchanged on it. Above the threshold:
+  exact   n_points, first/last step of a run, min loss, total NaN weight (nan_count), skipped_count,
+          restarts/duplicate counts, per-window loss and grad-norm means (computed from sums),
+          first/last loss scale and their min/max, the log interval of a uniformly logged run;
+  window  first/last loss (window means), first_nan_step, first_divergence_step / first step over a band, spike steps and the
+          step of anything located in the series resolve to the window (its last step);
+  approx  spike counts (spikes are looked for among window means, so isolated one-step spikes
+          are smoothed away), relative-error means/percentiles/drift and ratio stats (computed
+          over window means, not per step: equal to within the curve's variation inside a
+          window; the tests hold the mean and drift to 5% on a smooth diverging curve), the
+          final error (last 10 windows, not last 10 steps) and the max error (of window means,
+          so <= the per-step max), max NaN/skips within 50
+          steps (windows count as a whole), loss-scale increase/decrease counts. A restart that
+          re-logs steps already folded drops the windows reaching those steps (points of a
+          straddling window before the restart step are lost with it, so n_points then counts fewer); a DeepSpeed client curve
+          borrowing engine skip counts borrows them only at window steps.
 """
 from __future__ import annotations
 
 import math
+import os
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +49,17 @@ from engine.collectors.logs.model import Event, Record
 MAX_EVENTS = 10_000  # events kept verbatim per run; counts stay exact beyond that
 MAX_STEP = 2 ** 53   # steps are counters; NaN, Inf or anything beyond exact float range is garbage
 _NAN = math.nan
+MAX_POINTS = 1_000_000  # points kept per run before folding into windows (see module docstring)
+FOLD = 8  # first window size; windows kept <= threshold / FOLD (a window costs ~8x a point)
+
+
+def max_points() -> int:
+    """The folding threshold: env `PRECDX_LOG_MAX_POINTS` when set to an integer >= 16."""
+    raw = os.environ.get("PRECDX_LOG_MAX_POINTS")
+    try:
+        return max(16, int(raw)) if raw else MAX_POINTS
+    except ValueError:
+        return MAX_POINTS
 
 
 class Runs:
@@ -88,11 +127,106 @@ class _RunsBuilder:
         return Runs(np.array(self.values, dtype=np.float64), np.array(self.ends, dtype=np.int64))
 
 
+_AGG_SUM = ("count", "loss_sum", "loss_n", "loss_bad", "nan_w", "skipped_sum", "skipped_n",
+            "gn_sum", "gn_n", "gn_bad")
+_AGG_MIN = ("loss_min",)
+_AGG_MAX = ("loss_max", "gn_max")
+_AGG_FIRST = ("first_step",)
+_AGG_LAST = ("last_step", "lr", "loss_scale")
+
+
+class Windows:
+    """Exact per-window aggregates of consecutive logged points (see the module docstring)."""
+
+    FIELDS = _AGG_FIRST + _AGG_LAST + _AGG_SUM + _AGG_MIN + _AGG_MAX
+
+    def __init__(self) -> None:
+        self.k = 1
+        self.a: dict[str, np.ndarray] = {f: np.zeros(0, dtype=np.int64 if f.endswith("_step") else np.float64)
+                                         for f in self.FIELDS}
+
+    def __len__(self) -> int:
+        return int(self.a["count"].size)
+
+    def drop_from(self, step: int) -> None:
+        """Forget the windows reaching `step` or beyond (a restart re-logs them)."""
+        keep = int(np.searchsorted(self.a["last_step"], step, side="left"))
+        if keep < len(self):
+            self.a = {f: v[:keep] for f, v in self.a.items()}
+
+    def append(self, steps: np.ndarray, loss: np.ndarray, cols: dict[str, np.ndarray], k: int) -> None:
+        """Fold aligned point arrays into windows of `k` points (the last one may be shorter)."""
+        n = steps.size
+        if n == 0:
+            return
+        starts = np.arange(0, n, k)
+        lasts = np.append(starts[1:], n) - 1
+        fl = np.isfinite(loss)
+        gn = cols["grad_norm"]
+        fg = np.isfinite(gn)
+        sk = cols["skipped"]
+        known = ~np.isnan(sk)
+        bad = cols["loss_bad"] != 0
+        nan_w = np.maximum(np.nan_to_num(cols["nan_iters"], nan=0.0), (bad | (cols["gn_bad"] != 0)).astype(float))
+        add = lambda v: np.add.reduceat(v, starts)  # noqa: E731
+        new = {
+            "first_step": steps[starts], "last_step": steps[lasts],
+            "count": np.diff(np.append(starts, n)).astype(np.float64),
+            "loss_sum": add(np.where(fl, loss, 0.0)), "loss_n": add(fl.astype(float)),
+            "loss_min": np.minimum.reduceat(np.where(fl, loss, np.inf), starts),
+            "loss_max": np.maximum.reduceat(np.where(fl, loss, -np.inf), starts),
+            "loss_bad": add(bad.astype(float)), "nan_w": add(nan_w),
+            "skipped_sum": add(np.where(known, sk, 0.0)), "skipped_n": add(known.astype(float)),
+            "gn_sum": add(np.where(fg, gn, 0.0)), "gn_n": add(fg.astype(float)),
+            "gn_max": np.maximum.reduceat(np.where(fg, gn, -np.inf), starts),
+            "gn_bad": add((cols["gn_bad"] != 0).astype(float)),
+            "lr": cols["lr"][lasts], "loss_scale": cols["loss_scale"][lasts],
+        }
+        self.a = {f: np.concatenate([self.a[f], new[f]]) for f in self.FIELDS}
+
+    def halve(self) -> None:
+        """Merge neighbouring windows pairwise (k doubles); an odd last window stays alone."""
+        n = len(self)
+        starts = np.arange(0, n, 2)
+        lasts = np.minimum(starts + 1, n - 1)
+        a = self.a
+        out = {f: a[f][starts] for f in _AGG_FIRST}
+        out.update({f: a[f][lasts] for f in _AGG_LAST})
+        out.update({f: np.add.reduceat(a[f], starts) for f in _AGG_SUM})
+        out.update({f: np.minimum.reduceat(a[f], starts) for f in _AGG_MIN})
+        out.update({f: np.maximum.reduceat(a[f], starts) for f in _AGG_MAX})
+        self.a = out
+        self.k *= 2
+
+    def series(self) -> tuple[np.ndarray, np.ndarray, dict[str, Runs]]:
+        """One point per window: (steps, loss, run-length columns) in StepSeries layout."""
+        a = self.a
+        with np.errstate(invalid="ignore", divide="ignore"):
+            loss = np.where((a["loss_bad"] == 0) & (a["loss_n"] > 0), a["loss_sum"] / a["loss_n"], np.nan)
+            gn = np.where((a["gn_bad"] == 0) & (a["gn_n"] > 0), a["gn_sum"] / a["gn_n"], np.nan)
+        runs = {"loss_bad": Runs.of((a["loss_bad"] > 0).astype(float)), "grad_norm": Runs.of(gn),
+                "gn_bad": Runs.of((a["gn_bad"] > 0).astype(float)), "lr": Runs.of(a["lr"]),
+                "loss_scale": Runs.of(a["loss_scale"]),
+                "skipped": Runs.of(np.where(a["skipped_n"] > 0, a["skipped_sum"], np.nan)),
+                "nan_iters": Runs.of(a["nan_w"])}
+        return a["last_step"].copy(), loss, runs
+
+
 class _Columns:
     """Append-only typed columns for one framework's train records: step and loss as dense typed
     arrays (16 bytes a point), every other field run-length encoded."""
 
-    def __init__(self) -> None:
+    def __init__(self, framework: str = "", limit: int | None = None) -> None:
+        self.framework = framework
+        self.limit = limit if limit is not None else max_points()
+        self.max_windows = max(8, self.limit // FOLD)
+        self.windows: Windows | None = None  # set once the run outgrew `limit` points
+        self.total = 0            # points added (folded or not)
+        self.last_step: int | None = None
+        self.restarts = 0
+        self.duplicates = 0
+        self._cum_last = 0.0      # last cumulative skip total seen (folded mode)
+        self._prev_step: int | None = None  # last step folded (folded mode)
         self.step = array("q")
         self.loss = array("d")
         self.loss_bad = _RunsBuilder()
@@ -113,8 +247,15 @@ class _Columns:
             step = rec.step_hint if rec.step_hint is not None else ordinal
             self.inferred += 1
         step = int(float(step))  # as float64 -> int64 (truncation toward zero)
-        if self.step and step <= self.step[-1]:
+        prev = self.last_step  # in stream order (a fold re-sorts the buffer)
+        if prev is not None and step <= prev:
             self.increasing = False
+            if step < prev:
+                self.restarts += 1
+            else:
+                self.duplicates += 1
+        self.total += 1
+        self.last_step = step
         self.step.append(step)
         loss = rec.loss
         if loss is None:
@@ -132,9 +273,78 @@ class _Columns:
         self.skipped.append(_NAN if rec.skipped is None else float(rec.skipped))
         self.nan_iters.append(_NAN if rec.nan_iters is None else float(rec.nan_iters))
         self.cumulative = self.cumulative or rec.skipped_cumulative
+        if len(self.step) > self.limit:
+            self.fold()
 
     def __len__(self) -> int:
-        return len(self.step)
+        return self.total if self.windows is not None else len(self.step)
+
+    def _reset_buffer(self) -> None:
+        self.step, self.loss = array("q"), array("d")
+        for name in ("loss_bad", "gn", "gn_bad", "lr", "scale", "skipped", "nan_iters"):
+            setattr(self, name, _RunsBuilder())
+
+    def fold(self, final: bool = False) -> None:
+        """Fold the buffered points into windows (all of them when `final`, else whole windows
+        of k, the rest staying buffered), applying first the per-point adjustments `build`
+        makes on a whole series (last occurrence wins, cumulative skips, all-skipped windows)."""
+        if not self.step:
+            return
+        if self.windows is None:
+            self.windows = Windows()
+            self.windows.k = FOLD
+        w = self.windows
+        steps = np.array(self.step, dtype=np.int64)
+        loss = np.array(self.loss, dtype=np.float64)
+        cols = {"loss_bad": self.loss_bad.runs().dense(), "grad_norm": self.gn.runs().dense(),
+                "gn_bad": self.gn_bad.runs().dense(), "lr": self.lr.runs().dense(),
+                "loss_scale": self.scale.runs().dense(), "skipped": self.skipped.runs().dense(),
+                "nan_iters": self.nan_iters.runs().dense()}
+        self._reset_buffer()
+        if np.any(np.diff(steps) <= 0):
+            rev = steps[::-1]
+            _, first_idx = np.unique(rev, return_index=True)
+            keep = steps.size - 1 - first_idx
+            keep.sort()
+            keep = keep[np.argsort(steps[keep], kind="stable")]
+            steps, loss = steps[keep], loss[keep]
+            cols = {k: v[keep] for k, v in cols.items()}
+        w.drop_from(int(steps[0]))
+        m = steps.size if final else (steps.size // w.k) * w.k
+        rest = slice(m, None)
+        head = slice(0, m)
+        if m:
+            h_steps, h_loss = steps[head], loss[head]
+            h = {k: v[head].copy() for k, v in cols.items()}
+            if self.cumulative:
+                sk = h["skipped"]
+                known = ~np.isnan(sk)
+                vals = sk[known]
+                diffs = np.diff(np.concatenate([[self._cum_last], vals]))
+                if vals.size:
+                    self._cum_last = float(vals[-1])
+                sk[known] = np.maximum(diffs, 0)
+            if self.framework in WINDOWED and np.any(h["skipped"] >= 1):
+                prev = self._prev_step
+                if prev is None:
+                    prev = int(h_steps[0]) - (int(np.median(np.diff(h_steps))) if h_steps.size > 1 else 1)
+                gap = np.diff(h_steps, prepend=prev)
+                sk = h["skipped"]
+                all_skipped = ~np.isnan(sk) & (sk >= np.maximum(gap, 1))
+                h_loss = np.where(all_skipped, np.nan, h_loss)
+                h["loss_bad"] = ((h["loss_bad"] != 0) & ~all_skipped).astype(float)
+            self._prev_step = int(h_steps[-1])
+            w.append(h_steps, h_loss, h, w.k)
+            while len(w) > self.max_windows:
+                w.halve()
+        if steps.size > m:  # back into the buffer
+            self.step.extend(steps[rest].tolist())
+            self.loss.extend(loss[rest].tolist())
+            for attr, name in (("loss_bad", "loss_bad"), ("gn", "grad_norm"), ("gn_bad", "gn_bad"), ("lr", "lr"),
+                               ("scale", "loss_scale"), ("skipped", "skipped"), ("nan_iters", "nan_iters")):
+                b = getattr(self, attr)
+                for v in cols[name][rest].tolist():
+                    b.append(v)
 
 
 _RUN_FIELDS = ("loss_bad", "grad_norm", "gn_bad", "lr", "loss_scale", "skipped", "nan_iters")
@@ -171,6 +381,27 @@ class StepSeries:
     sources: list[str] = field(default_factory=list)
     group: str | None = None
     hosts: list[str] = field(default_factory=list)
+    windows: Windows | None = None  # set when folded: each point stands for one window
+
+    @property
+    def n_points(self) -> int:
+        """Logged points (after de-duplication when not folded; as logged when folded)."""
+        return int(self.windows.a["count"].sum()) if self.windows is not None else int(self.steps.size)
+
+    @property
+    def first_step(self) -> int | None:
+        if self.windows is not None and len(self.windows):
+            return int(self.windows.a["first_step"][0])
+        return int(self.steps[0]) if self.steps.size else None
+
+    @property
+    def min_loss(self) -> float | None:
+        if self.windows is not None:
+            v = self.windows.a["loss_min"]
+            v = v[np.isfinite(v)]
+        else:
+            v = self.loss[np.isfinite(self.loss)]
+        return float(v.min()) if v.size else None
 
     def _dense(self, name: str) -> np.ndarray:
         r = self.runs[name]
@@ -190,6 +421,11 @@ class StepSeries:
 
     @property
     def log_interval(self) -> int | None:
+        if self.windows is not None:
+            a = self.windows.a
+            multi = a["count"] > 1
+            if np.any(multi):
+                return int(np.median((a["last_step"][multi] - a["first_step"][multi]) / (a["count"][multi] - 1)))
         if self.steps.size < 2:
             return None
         return int(np.median(np.diff(self.steps)))
@@ -245,11 +481,11 @@ class SeriesBuilder:
             item.step_hint = None
         cols = self._cols.get(item.framework)
         if cols is None:
-            cols = self._cols[item.framework] = _Columns()
+            cols = self._cols[item.framework] = _Columns(item.framework)
         n = self._ordinal.get(item.framework, 0) + 1
         self._ordinal[item.framework] = n
         cols.add(item, n)
-        self._last_step = int(cols.step[-1])
+        self._last_step = cols.last_step
 
     def frameworks(self) -> dict[str, int]:
         return {k: len(v) for k, v in self._cols.items()}
@@ -266,6 +502,8 @@ class SeriesBuilder:
         if framework is None:
             return None
         c = self._cols[framework]
+        if c.windows is not None:
+            return self._build_folded(framework, c)
         steps = np.array(c.step, dtype=np.int64)
         loss = np.array(c.loss, dtype=np.float64)
         runs = {"loss_bad": c.loss_bad.runs(), "grad_norm": c.gn.runs(), "gn_bad": c.gn_bad.runs(),
@@ -314,6 +552,23 @@ class SeriesBuilder:
             windowed=framework in WINDOWED, step_inferred=c.inferred > 0, restarts=restarts,
             duplicate_lines=duplicates, eval_records=self.evals, events=list(self.events),
             event_counts=dict(self.event_counts), sources=list(self.sources))
+
+
+    def _build_folded(self, framework: str, c: _Columns) -> StepSeries:
+        c.fold(final=True)
+        assert c.windows is not None
+        steps, loss, runs = c.windows.series()
+        if not runs["skipped"].any_present() and "deepspeed" in self._cols and framework != "deepspeed":
+            aux = self.build("deepspeed")
+            if aux is not None and aux.steps.size:
+                lookup = dict(zip(aux.steps.tolist(), aux.skipped.tolist()))
+                runs["skipped"] = Runs.of(np.array([lookup.get(s, _NAN) for s in steps.tolist()],
+                                                   dtype=np.float64))
+        return StepSeries(
+            run=self.run, role=self.role, framework=framework, steps=steps, loss=loss, runs=runs,
+            windowed=framework in WINDOWED, step_inferred=c.inferred > 0, restarts=c.restarts,
+            duplicate_lines=c.duplicates, eval_records=self.evals, events=list(self.events),
+            event_counts=dict(self.event_counts), sources=list(self.sources), windows=c.windows)
 
 
 def _sane_step(step: float | int) -> bool:
