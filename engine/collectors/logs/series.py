@@ -49,7 +49,7 @@ from engine.collectors.logs.model import Event, Record
 MAX_EVENTS = 10_000  # events kept verbatim per run; counts stay exact beyond that
 MAX_STEP = 2 ** 53   # steps are counters; NaN, Inf or anything beyond exact float range is garbage
 _NAN = math.nan
-MAX_POINTS = 1_000_000  # points kept per run before folding into windows (see module docstring)
+MAX_POINTS = 200_000  # points kept per run before folding into windows (see module docstring)
 FOLD = 8  # first window size; windows kept <= threshold / FOLD (a window costs ~8x a point)
 
 
