@@ -58,7 +58,7 @@ def _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_fi
             raise PrecdxError("--baseline needs --target")
         case = discover(case_dir, target=target, baseline=baseline, target_reruns=target_reruns,
                         baseline_reruns=baseline_reruns, warnings=warnings)
-        facts.extend(collect(case, warnings), strict=False)
+        facts = collect(case, warnings)
     elif not facts_files:
         raise PrecdxError("nothing to diagnose: give a case folder, --target/--baseline, or --facts FILE")
     if facts_files:

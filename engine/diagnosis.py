@@ -308,12 +308,10 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
             rule = by_id[nm.rule_id].rule
             if rule.symptom:
                 continue
-            modes = rule.failure_modes or rule.against
             misses.append(NearMissOut(
                 rule=nm.rule_id, failure_modes=list(rule.failure_modes), missing=nm.missing, kind=nm.kind,
                 text=(f"{rule.title.get(lang)} — would fire with {nm.missing}" if nm.kind != "blocked_by"
                       else f"{rule.title.get(lang)} — blocked by {nm.missing}")))
-            del modes
 
     verdict = derive_verdict(hypotheses)
     return Diagnosis(
