@@ -54,6 +54,46 @@ class Command(BaseModel):
     why: Text
 
 
+Likelihood = Literal["typical", "possible"]
+Frequency = Literal["very_common", "common", "occasional", "rare"]
+SYMPTOM_CLASSES = ("first_step_difference", "long_run_difference", "nan_overflow", "spikes",
+                   "downstream_gap", "irreproducible", "grad_norm_difference")
+
+
+class Presentation(BaseModel):
+    """How a failure mode presents (the symptom differential reads this).
+
+    symptoms   -- per symptom class (S1 first_step_difference, S2 long_run_difference,
+                  S3 nan_overflow, S4 spikes, S5 downstream_gap, S6 irreproducible, plus
+                  grad_norm_difference): 'typical' or 'possible'; classes left out do not fit.
+    runs       -- which runs show it: target_only, both (baseline too, same data), rerun_differs
+                  (the target's own rerun differs as well), any.
+    onset      -- step1, early, late, resume (from a restart / resume / epoch boundary), any.
+    step1_magnitude -- expected first-step gap: none, noise (<=0.5%), small (0.5-5%), large (>5%).
+    error_shape -- one_sided, zero_mean, constant_ratio, growing, any.
+    frequency  -- how common among GPU->NPU LLM migration cases. An EXPERT ESTIMATE
+                  (shared/domain-audit.md section 5), not measured data: very_common >=20%,
+                  common 5-20%, occasional 1-5%, rare <1%.
+    """
+
+    model_config = _STRICT
+    symptoms: dict[str, Likelihood] = Field(min_length=1)
+    runs: Literal["target_only", "both", "rerun_differs", "any"]
+    onset: Literal["step1", "early", "late", "resume", "any"]
+    step1_magnitude: Literal["none", "noise", "small", "large", "any"]
+    error_shape: Literal["one_sided", "zero_mean", "constant_ratio", "growing", "any"]
+    frequency: Frequency
+    note: Text | None = None
+
+    @field_validator("symptoms")
+    @classmethod
+    def _known_symptoms(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = sorted(set(value) - set(SYMPTOM_CLASSES))
+        if bad:
+            raise ValueError(f"unknown symptom class(es) {bad}; expected {', '.join(SYMPTOM_CLASSES)}")
+        return value
+
+
 class KbEntry(BaseModel):
     """A failure mode's runbook entry."""
 
@@ -74,6 +114,7 @@ class KbEntry(BaseModel):
     commands: list[Command] = Field(default_factory=list)
     references: list[str] = Field(min_length=1)
     related: list[str] = Field(default_factory=list)
+    presentation: Presentation | None = None
 
     @field_validator("id")
     @classmethod
