@@ -3,14 +3,23 @@
 pack with zero cases fails too (promtool's lesson)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from engine.paths import rules_dir
 from engine.rulepack.ruletest import available_engines, load_cases, run_case
+
+
+def _case_id(case) -> str:
+    """`<failure mode file>-<RULE>-<case>`, so `pytest -k data.input_mismatch` runs one mode's
+    cases and `pytest -k DAT-001` one rule's."""
+    stem = Path(case.path).name.removesuffix(".test.yaml") if case.path else "rules"
+    return f"{stem}-{case.case_id}"
 
 
 def pytest_generate_tests(metafunc):
     if "rule_case" in metafunc.fixturenames:
         cases = load_cases(rules_dir())
-        metafunc.parametrize("rule_case", cases, ids=[c.case_id for c in cases])
+        metafunc.parametrize("rule_case", cases, ids=[_case_id(c) for c in cases])
     if "matcher_engine" in metafunc.fixturenames:
         metafunc.parametrize("matcher_engine", available_engines())
 
