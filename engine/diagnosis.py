@@ -307,6 +307,7 @@ _STAGE_GRADE = {"symptom": "symptom", "checklist": "checklist", "reproduce": "lo
 _GRADE_ORDER = ("symptom", "checklist", "localised", "confirmed")
 DIFFERENTIAL_RULE = "DIFFERENTIAL"
 PROCEDURE_RULE = "PROCEDURE-ORDER"
+MECHANISM_RULE = "MECHANISM"
 ACCEPT_STEPS = 1000          # the documented acceptance wants at least this many compared steps
 PROVISIONAL_MIN_STEPS = 5    # below this nothing is compared enough to say "aligned"
 
@@ -322,6 +323,7 @@ def _kb():
 def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules_path: str | None = None,
              warnings: Warnings | None = None, with_near_misses: bool = True) -> Diagnosis:
     from engine import differential as dx
+    from engine import experiments as xp
     from engine.modes import mode_catalog
 
     warnings = warnings or Warnings()
@@ -339,9 +341,16 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     per_rule_bound: dict[str, list[dict[str, Fact]]] = {}
     symptom_evidence: dict[str, list[Evidence]] = {}
     weights: dict[str, float] = {}
+    declared = xp.declared_keys(fact_list)
+    set_aside: dict[str, list[str]] = {}   # declared key -> checklist rules that would have blamed it
     for firing in firings:
         rule = by_id[firing.rule_id]
         bound = {alias: fact_list[i] for alias, i in firing.bindings}
+        if declared and rule.rule.failure_modes and rule.rule.stage == "checklist":
+            hit = next((f for f in bound.values() if xp.is_declared(f, declared)), None)
+            if hit is not None:  # the user's own experiment: a trigger, not a cause
+                set_aside.setdefault(xp.diff_key(hit), []).append(rule.id)
+                continue
         healthy = bool(rule.rule.failure_modes) and all(
             (catalog.get(m).verdict if catalog.get(m) else "misaligned") == "aligned" for m in rule.rule.failure_modes)
         ev = _firing_evidence(rule, firing, bound, lang, healthy=healthy)
@@ -370,6 +379,27 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     diff_weight = {e.mode: e.weight for e in diff_entries}
     for e in diff_entries:
         contributions.append((e.mode, DIFFERENTIAL_RULE, e.weight, True))
+    symptomatic = bool(profile.symptoms & set(dx.MISALIGNING))
+    trigger_list = xp.triggers(fact_list, declared, symptomatic=symptomatic)
+    mech_evidence: dict[str, list[Evidence]] = {}
+    for trig in trigger_list:
+        if not symptomatic and not trig.declared:
+            continue
+        w = (xp.DECLARED_WEIGHT if trig.declared else xp.UNDECLARED_WEIGHT) * (1.0 if symptomatic else 0.5)
+        for k, mech in enumerate(xp.mechanisms_for(trig.key, library=trig.library)):
+            # the table lists mechanisms most likely first
+            contributions.append((mech.mode, MECHANISM_RULE, round(w * (1.0 - 0.06 * k), 4), True))
+            why = mech.why_zh if lang == "zh" else mech.why_en
+            text = (f"触发条件 {trig.describe(lang)}；依赖它的机制：{why}。" if lang == "zh"
+                    else f"Trigger: {trig.describe(lang)}. Mechanism that depends on it: {why}.")
+            mech_evidence.setdefault(mech.mode, []).append(Evidence(
+                fact=f"{getattr(trig.fact, 'type', 'declared_change')}.{trig.key}", role="target",
+                value=_json_value(getattr(trig.fact, "target", None)) if trig.fact is not None else trig.key,
+                expected=(f"baseline {getattr(trig.fact, 'baseline', '')}" if trig.fact is not None else None),
+                text=text, rule=MECHANISM_RULE, source=getattr(trig.fact, "source", None)))
+    for key, rules_set_aside in set_aside.items():
+        warnings.add(f"'{key}' is your declared change: {', '.join(sorted(set(rules_set_aside)))} would have named it "
+                     f"as the cause; the mechanisms that depend on it are ranked instead", source="diagnosis")
     in_play = {c[0] for c in contributions if c[3]}
     for mode, w in dx.procedure_against(profile, kb, in_play).items():
         contributions.append((mode, PROCEDURE_RULE, w, False))
@@ -377,7 +407,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     profile_text = profile.describe(lang)
     hypotheses: list[Hypothesis] = []
     for ms in rank(contributions):
-        differential_only = set(ms.support) == {DIFFERENTIAL_RULE}
+        differential_only = set(ms.support) <= {DIFFERENTIAL_RULE, MECHANISM_RULE}
         if ms.score < REPORT_THRESHOLD and not (differential_only and ms.score >= dx.MIN_WEIGHT):
             continue
         info = catalog.get(ms.mode)
@@ -395,6 +425,11 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
                 continue
             if rr.id == DIFFERENTIAL_RULE:
                 evidence.append(_differential_evidence(ms.mode, profile_text, diff_weight[ms.mode], kb, lang))
+                continue
+            if rr.id == MECHANISM_RULE:
+                evidence.extend(mech_evidence.get(ms.mode, []))
+                if grade == "symptom":
+                    grade = "checklist"
                 continue
             rule = by_id[rr.id]
             g = _STAGE_GRADE.get(rule.rule.stage, "localised")
@@ -418,8 +453,14 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
                     refs.append(ref)
         if info:
             refs += [r for r in info.references if r not in refs]
-        if not steps and grade == "symptom":
-            steps = _kb_steps(ms.mode, kb, lang)
+        if not steps and MECHANISM_RULE in ms.support and any(e.fact.startswith("library_diff") for e in evidence):
+            steps.append(NextStep(
+                action=("阅读该库在两个版本之间的变更记录 / release notes，查找与现象相关的改动" if lang == "zh" else
+                        "Read the library's changelog / release notes between the two versions for changes that match the symptom"),
+                command=None, why="", cost="read",
+                cost_label=(COST_LABELS_ZH if lang == "zh" else COST_LABELS)["read"], rule=MECHANISM_RULE))
+        if set(ms.support) <= {DIFFERENTIAL_RULE, MECHANISM_RULE}:
+            steps.extend(st for st in _kb_steps(ms.mode, kb, lang) if (st.command or st.action) not in seen_steps)
         first_rule = next((by_id[r.id].rule for r in rule_refs if r.id in by_id), None)
         title = info.title(lang) if info else (first_rule.title.get(lang) if first_rule else ms.mode)
         hypotheses.append(Hypothesis(
@@ -463,11 +504,22 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
         engine=matcher.name, rule_pack=pack.version, lang=lang)
 
 
+GRADE_LABELS = {"en": {"symptom": "symptoms only", "checklist": "checklist", "localised": "localised",
+                        "confirmed": "confirmed"},
+                "zh": {"symptom": "仅症状", "checklist": "检查清单", "localised": "已定位", "confirmed": "已确认"}}
+
+
+def grade_label(grade: str, lang: str = "en") -> str:
+    return GRADE_LABELS.get(lang, GRADE_LABELS["en"]).get(grade, grade)
+
+
 def _rule_name(by_id: dict, rid: str) -> str:
     if rid == DIFFERENTIAL_RULE:
         return "symptom-differential"
     if rid == PROCEDURE_RULE:
         return "procedure-order-nan-first"
+    if rid == MECHANISM_RULE:
+        return "mechanism-behind-a-changed-knob"
     return by_id[rid].rule.name
 
 
