@@ -629,12 +629,15 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
         if not named:
             text += ("；原因尚未确定" if zh else "; cause not yet determined")
         return "misaligned", VerdictBasis(kind="symptoms", text=text)
-    if top_mis is not None and top_mis.score >= MISALIGNED_THRESHOLD and top_mis.grade in ("localised", "confirmed"):
-        return "misaligned", VerdictBasis(kind="evidence", text=(
-            "曲线无超差，但有定位到的缺陷证据" if zh else
-            "No curve gap beyond tolerance, but a localised defect: ") + top_mis.failure_mode)
-    tooling = next((h for h in hypotheses if h.verdict == "tooling" and h.score >= MISALIGNED_THRESHOLD), None)
     lc = _loss(facts)
+    compared = lc is not None and (getattr(lc, "steps_compared", 0) or 0) >= PROVISIONAL_MIN_STEPS
+    if top_mis is not None and top_mis.score >= MISALIGNED_THRESHOLD and (
+            top_mis.grade in ("localised", "confirmed") or not compared):
+        return "misaligned", VerdictBasis(kind="evidence", text=(
+            ("曲线无超差，但有定位到的缺陷证据：" if compared else "没有可比较的曲线，但有指向缺陷的证据：") if zh else
+            ("No curve gap beyond tolerance, but a localised defect: " if compared else
+             "No curves compared, but the evidence points at a defect: ")) + top_mis.failure_mode)
+    tooling = next((h for h in hypotheses if h.verdict == "tooling" and h.score >= MISALIGNED_THRESHOLD), None)
     if lc is None or (getattr(lc, "steps_compared", 0) or 0) < PROVISIONAL_MIN_STEPS:
         if tooling is not None:
             return "inconclusive", VerdictBasis(kind="none", text=(

@@ -86,8 +86,23 @@ def _first(facts: Iterable[Any], ftype: str, **where) -> Any | None:
     return None
 
 
+# what a person reported (declared observations) that is itself a symptom: name -> (symptom, when)
+OBSERVED_SYMPTOMS = {
+    "downstream_metric_gap": ("downstream_gap", True),
+    "reproduces_on_rerun": ("irreproducible", False),
+    "generation_never_stops": ("downstream_gap", True),
+    "wrong_first_token": ("downstream_gap", True),
+    "downstream_score_dropped": ("downstream_gap", True),
+}
+
+
 def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
     prof = Profile(symptoms=set(symptoms))
+    for f in facts:
+        if getattr(f, "type", None) == "observation":
+            hit = OBSERVED_SYMPTOMS.get(getattr(f, "name", ""))
+            if hit is not None and getattr(f, "value", None) is hit[1]:
+                prof.symptoms.add(hit[0])
     lc = _first(facts, "loss_compare", role="target")
     nc = _first(facts, "nan_compare", role="target")
     sc = _first(facts, "spike_compare", role="target")
