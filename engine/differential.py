@@ -313,6 +313,17 @@ def _present(facts: list[Any], probe: Probe) -> bool:
     return any(getattr(f, "type", None) in probe.fact_types for f in facts)
 
 
+def probe_modes(pack: Any, probe: Probe) -> set[str]:
+    """The modes the probe's facts can confirm or exclude: every mode a rule reading them names."""
+    decided: set[str] = set()
+    for rule in pack.rules:
+        types = {p.fact_type for alt in rule.alternatives for p in (*alt.positives, *alt.negatives)}
+        if types & probe.fact_types:
+            decided.update(rule.rule.failure_modes)
+            decided.update(rule.rule.against)
+    return decided
+
+
 def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: str = "en") -> dict | None:
     """The cheapest missing piece of evidence that best splits the belief over modes: for each
     probe, the mass of the modes its facts can confirm or exclude (via the pack's rules), valued
@@ -328,12 +339,7 @@ def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: s
     for probe in _probes():
         if _present(facts, probe):
             continue
-        decided: set[str] = set()
-        for rule in pack.rules:
-            types = {p.fact_type for alt in rule.alternatives for p in (*alt.positives, *alt.negatives)}
-            if types & probe.fact_types:
-                decided.update(rule.rule.failure_modes)
-                decided.update(rule.rule.against)
+        decided = probe_modes(pack, probe)
         mass = sum(p for m, p in dist.items() if m in decided)
         if mass <= 0:
             continue
