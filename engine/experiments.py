@@ -32,8 +32,8 @@ class Mechanism:
     why_zh: str
 
 
-def _norm(key: str) -> str:
-    return key.strip().lstrip("-").replace("-", "_").lower()
+def _norm(key: Any) -> str:
+    return str(key or "").strip().lstrip("-").replace("-", "_").lower()
 
 
 def canonical_key(raw: str) -> str:
@@ -92,7 +92,9 @@ class Trigger:
 
 
 def declared_keys(facts: Iterable[Any]) -> set[str]:
-    return {_norm(getattr(f, "name", "")) for f in facts if getattr(f, "type", None) == "declared_change"}
+    keys = {_norm(getattr(f, "name", "")) for f in facts if getattr(f, "type", None) == "declared_change"}
+    keys.discard("")
+    return keys
 
 
 def diff_key(fact: Any) -> str | None:
