@@ -308,6 +308,7 @@ _GRADE_ORDER = ("symptom", "checklist", "localised", "confirmed")
 DIFFERENTIAL_RULE = "DIFFERENTIAL"
 PROCEDURE_RULE = "PROCEDURE-ORDER"
 MECHANISM_RULE = "MECHANISM"
+CHECKLIST_RULE = "CHECKLIST-CLEAN"
 ACCEPT_STEPS = 1000          # the documented acceptance wants at least this many compared steps
 PROVISIONAL_MIN_STEPS = 5    # below this nothing is compared enough to say "aligned"
 
@@ -403,6 +404,9 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     in_play = {c[0] for c in contributions if c[3]}
     for mode, w in dx.procedure_against(profile, kb, in_play).items():
         contributions.append((mode, PROCEDURE_RULE, w, False))
+    rule_supported = {c[0] for c in contributions if c[3] and c[1] not in (DIFFERENTIAL_RULE, MECHANISM_RULE)}
+    for mode, w in dx.checklist_against(fact_list, pack, rule_supported, in_play).items():
+        contributions.append((mode, CHECKLIST_RULE, w, False))
 
     profile_text = profile.describe(lang)
     hypotheses: list[Hypothesis] = []
@@ -520,6 +524,8 @@ def _rule_name(by_id: dict, rid: str) -> str:
         return "procedure-order-nan-first"
     if rid == MECHANISM_RULE:
         return "mechanism-behind-a-changed-knob"
+    if rid == CHECKLIST_RULE:
+        return "checklist-read-no-difference"
     return by_id[rid].rule.name
 
 

@@ -27,6 +27,14 @@ NAN_FIRST_AGAINST = 0.35       # "NaN first": against modes that never present a
 PRIOR = {"very_common": 1.0, "common": 0.75, "occasional": 0.5, "rare": 0.3}
 LIKELIHOOD = {"typical": 1.0, "possible": 0.45}
 ABSENT = 0.12                  # an established symptom the mode does not present
+SECONDARY_ABSENT = 0.7         # ... when that symptom is a consequence of another one (see SECONDARY)
+CHECKLIST_CLEAN_AGAINST = 0.3  # configs were read and no rule of a checklist-only mode fired
+# symptoms that follow from another established one: a loss gap moves the grad norm and the
+# downstream metrics too, so a mode is not penalised for not listing them
+SECONDARY = {"grad_norm_difference": {"first_step_difference", "long_run_difference"},
+             "downstream_gap": {"first_step_difference", "long_run_difference", "nan_overflow"},
+             "long_run_difference": {"first_step_difference", "nan_overflow"},
+             "spikes": {"nan_overflow"}}
 
 # symptom classes that say the runs differ (drive the verdict); overflow_hidden also does
 MISALIGNING = ("first_step_difference", "long_run_difference", "nan_overflow", "spikes",
@@ -53,7 +61,11 @@ class Profile:
     step1_magnitude: str | None = None  # none | noise | small | large
     error_shape: str | None = None     # one_sided | zero_mean | constant_ratio | growing
     steps_compared: int | None = None
+    rerun_difference: str | None = None   # tiny | large: how far the target's own rerun departs
     notes: list[str] = field(default_factory=list)
+
+    def secondary(self, symptom: str) -> bool:
+        return bool(SECONDARY.get(symptom, set()) & self.symptoms)
 
     def describe(self, lang: str = "en") -> str:
         idx = 1 if lang == "zh" else 0
@@ -157,7 +169,14 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
         if rr is not None:
             diff = _num(getattr(rr, "max_rel_diff", None))
             if diff is not None:
-                prof.notes.append("rerun_tiny" if diff < 1e-3 else "rerun_large")
+                prof.rerun_difference = "tiny" if diff < 1e-3 else "large"
+            # the target differs from its own rerun about as much as from the baseline: the gap to
+            # the baseline is the run-to-run spread, not a second symptom
+            spread = _num(getattr(rr, "mean_rel_diff", None))
+            gap = _num(getattr(lc, "mean_rel_err", None)) if lc is not None else None
+            if spread is not None and gap is not None and spread >= 0.5 * gap:
+                prof.symptoms -= {"first_step_difference", "long_run_difference", "grad_norm_difference"}
+                prof.notes.append("gap_within_rerun_spread")
     # a rerun of the target that ran clean where the target hit a NaN: the NaN does not reproduce
     if "nan_overflow" in prof.symptoms and rr is not None:
         rerun_nan = _first(facts, "nan_compare", role="target_rerun")
@@ -197,7 +216,8 @@ def score_mode(pres: Any, prof: Profile) -> float:
     """How well one presentation explains the profile (unnormalised, prior included)."""
     lik = 1.0
     for s in prof.symptoms:
-        lik *= LIKELIHOOD.get(pres.symptoms.get(s), ABSENT)
+        floor = SECONDARY_ABSENT if prof.secondary(s) else ABSENT
+        lik *= max(LIKELIHOOD.get(pres.symptoms.get(s), 0.0), floor)
     typical = [s for s, v in pres.symptoms.items() if v == "typical"]
     if typical and not any(s in prof.symptoms for s in pres.symptoms):
         lik *= 0.3  # none of the mode's symptoms is present
@@ -211,6 +231,7 @@ def score_mode(pres: Any, prof: Profile) -> float:
     lik *= _match(pres.onset, prof.onset, hit=1.15, miss=0.6)
     lik *= _match(pres.step1_magnitude, prof.step1_magnitude, hit=1.15, miss=0.45, order=_MAG_ORDER)
     lik *= _match(pres.error_shape, prof.error_shape, hit=1.2, miss=0.7)
+    lik *= _match(getattr(pres, "rerun_difference", "any"), prof.rerun_difference, hit=1.3, miss=0.4)
     return lik * PRIOR.get(pres.frequency, 0.5)
 
 
@@ -231,6 +252,8 @@ def differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
         pres = getattr(entry, "presentation", None)
         if pres is None or getattr(entry, "verdict", "misaligned") != "misaligned":
             continue
+        if not getattr(entry, "canonical", True):
+            continue  # extras (RL) join only through their own rules
         raw[mid] = score_mode(pres, prof)
     if not raw:
         return []
@@ -241,6 +264,35 @@ def differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
     out = [e for e in out if e.weight >= MIN_WEIGHT]
     out.sort(key=lambda e: (-e.weight, e.mode))
     return out[:MAX_MODES]
+
+
+def checklist_only_modes(pack: Any) -> set[str]:
+    """Modes every supporting rule of which reads only checklist facts (configs, env, pip): when the
+    checklist was read and none of them fired, the checklist found nothing for these modes."""
+    from engine.facts import REGISTRY
+
+    def checklist_type(t: str) -> bool:
+        spec = REGISTRY.get(t)
+        return spec is not None and set(getattr(spec, "collectors", ()) or ()) <= {"checklist"}
+
+    reads: dict[str, bool] = {}
+    for rule in pack.rules:
+        types = {p.fact_type for alt in rule.alternatives for p in alt.positives}
+        only = bool(types) and all(checklist_type(t) or t == "run" for t in types) and any(
+            checklist_type(t) for t in types)
+        for m in rule.rule.failure_modes:
+            reads[m] = reads.get(m, True) and only
+    return {m for m, only in reads.items() if only}
+
+
+def checklist_against(facts: list[Any], pack: Any, fired_modes: set[str], modes: Iterable[str]) -> dict[str, float]:
+    """The checklist was read (configs / listings present) and found nothing: argue against the
+    modes only the checklist can show."""
+    configs = next(p for p in _probes() if p.id == "configs")
+    if not _present(facts, configs):
+        return {}
+    only = checklist_only_modes(pack)
+    return {m: CHECKLIST_CLEAN_AGAINST for m in modes if m in only and m not in fired_modes}
 
 
 def procedure_against(prof: Profile, kb: dict[str, Any], modes: Iterable[str]) -> dict[str, float]:

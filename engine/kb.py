@@ -84,6 +84,9 @@ class Presentation(BaseModel):
     step1_magnitude: Literal["none", "noise", "small", "large", "any"]
     error_shape: Literal["one_sided", "zero_mean", "constant_ratio", "growing", "any"]
     frequency: Frequency
+    rerun_difference: Literal["tiny", "large", "any"] = Field(
+        "any", description="for modes seen through reruns: how far the target's own rerun departs "
+                           "(tiny: last digits, <0.1%; large: like a different seed)")
     note: Text | None = None
 
     @field_validator("symptoms")
