@@ -68,6 +68,37 @@ def _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_fi
     return facts
 
 
+def _declare_changes(facts, case_dir, changed, warnings: Warnings) -> None:
+    """`--changed KEY` and `changed:` in CASE_DIR/case.yaml become declared_change facts."""
+    from engine.experiments import canonical_key
+    from engine.facts.core import DeclaredChange
+
+    keys = list(changed)
+    if case_dir:
+        path = Path(case_dir) / "case.yaml"
+        if path.is_file():
+            from engine.yamlsafe import load_yaml_file
+            try:
+                doc = load_yaml_file(str(path))
+            except Exception as exc:  # a broken case.yaml is a warning; the runs are still diagnosed
+                warnings.add(f"case.yaml not read: {exc}", path=str(path))
+                doc = None
+            if isinstance(doc, dict) and doc.get("changed") is not None:
+                listed = doc["changed"]
+                if isinstance(listed, str):
+                    listed = [listed]
+                if isinstance(listed, list) and all(isinstance(k, str) for k in listed):
+                    keys.extend(listed)
+                else:
+                    warnings.add("'changed' must be a list of setting names", path=str(path))
+    for raw in dict.fromkeys(keys):
+        name = canonical_key(raw)
+        if not name:
+            continue
+        if not any(getattr(f, "type", None) == "declared_change" and getattr(f, "name", None) == name for f in facts):
+            facts.add(DeclaredChange(type="declared_change", name=name, raw=raw))
+
+
 class _time_budget:
     """SIGALRM-based wall-clock budget for one CLI diagnosis (main thread only)."""
 
@@ -118,8 +149,11 @@ def _emit(text: str, out: str | None) -> None:
               help="Exit 1 when the verdict is this bad (for CI gates).")
 @click.option("--time-budget", type=float, default=600.0, show_default=True,
               help="Give up (exit 3) when collecting and diagnosing take longer than this many seconds.")
+@click.option("--changed", "changed", multiple=True, metavar="KEY",
+              help="A difference you made on purpose (repeatable; also `changed: [...]` in CASE_DIR/case.yaml): "
+                   "ranked as the trigger, with the mechanisms that depend on it, not as the cause.")
 def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, fmt, out, engine, lang,
-             rules_path, verbose, fail_on, time_budget):
+             rules_path, verbose, fail_on, time_budget, changed):
     """Diagnose a case folder (baseline/, target/, target_rerun/ ...), a --target/--baseline pair,
     or facts given with --facts."""
     from engine import progress
@@ -130,6 +164,7 @@ def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_f
     warnings = Warnings()
     with _time_budget(time_budget):
         facts = _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, warnings)
+        _declare_changes(facts, case_dir, changed, warnings)
         diag = run_diagnosis(facts, engine=engine, lang=lang, rules_path=rules_path, warnings=warnings)
     kw = {"verbose": verbose} if fmt == "text" else {}
     if fmt == "html":

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import re
 import threading
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ MAX_EVIDENCE_PER_RULE = 5
 # ---------------------------------------------------------------- output contract
 class Evidence(BaseModel):
     fact: str = Field(description="fact type and field, e.g. loss_compare.mean_rel_err")
+    role: str | None = Field(None, description="side the fact describes: target, baseline, target_rerun, ...")
     value: Any = Field(description="the observed value (NaN/Inf as strings)")
     expected: str | None = Field(None, description="what a healthy run shows for this field")
     text: str = Field(description="rendered explanation of the rule firing")
@@ -62,6 +64,38 @@ class Hypothesis(BaseModel):
     evidence: list[Evidence]
     next_steps: list[NextStep]
     references: list[str]
+    grade: Literal["symptom", "checklist", "localised", "confirmed"] = Field(
+        "symptom", description="strongest kind of evidence behind it: symptom only (the symptom differential), "
+                               "checklist (a configuration / environment difference), localised (a dump, "
+                               "rerun or monitor points at it), confirmed (a rerun that flips one switch)")
+
+
+class SplitStep(BaseModel):
+    id: str
+    action: str
+    command: str | None = None
+    why: str = ""
+    cost: Literal["read", "rerun", "dump", "long_run", "cluster"]
+    cost_label: str
+    modes: list[str] = Field(description="failure modes this evidence can confirm or exclude")
+
+
+class VerdictBasis(BaseModel):
+    kind: Literal["symptoms", "accepted", "provisional", "evidence", "none"] = Field(
+        description="symptoms: the curves / NaN counts / grad norms differ beyond tolerance; accepted: no gap, "
+                    "by a measured noise band or the documented acceptance; provisional: no gap on what was "
+                    "given, but short or without a band; evidence: no symptom, a localised defect; none")
+    text: str
+    missing: list[str] = Field(default_factory=list, description="evidence that would firm up the verdict")
+
+
+class Profile(BaseModel):
+    symptoms: list[str]
+    runs: str | None = None
+    onset: str | None = None
+    step1_magnitude: str | None = None
+    error_shape: str | None = None
+    text: str
 
 
 class Symptom(BaseModel):
@@ -86,6 +120,10 @@ class Diagnosis(BaseModel):
     symptoms: list[Symptom]
     hypotheses: list[Hypothesis]
     near_misses: list[NearMissOut]
+    verdict_basis: VerdictBasis | None = None
+    profile: Profile | None = None
+    split_step: SplitStep | None = Field(None, description="the cheapest missing evidence that best splits the "
+                                                           "differential")
     facts: list[dict[str, Any]]
     warnings: list[dict[str, Any]]
     engine: str
@@ -147,14 +185,45 @@ def _fmt_value(v: Any, spec: str | None) -> str:
     return str(v)
 
 
+_MISSING = "\x00"
+_PAREN_MISSING = re.compile(r"\s*[(（][^()（）]*\x00[^()（）]*[)）]")
+_CLAUSE_SPLIT = re.compile(r"(?<=[,;，；:：])\s*")
+
+
+def _drop_missing(text: str) -> str:
+    """Remove the parts of a rendered text whose placeholder had no value: the enclosing
+    parenthesis, else the enclosing clause, else the placeholder itself."""
+    text = _PAREN_MISSING.sub("", text)
+    if _MISSING not in text:
+        return text
+    sentences = re.split(r"(?<=[.。!?！？])\s+", text)
+    kept = []
+    for sent in sentences:
+        if _MISSING not in sent:
+            kept.append(sent)
+            continue
+        parts = _CLAUSE_SPLIT.split(sent)
+        good = [p for p in parts if _MISSING not in p]
+        if good and len(good) < len(parts):
+            joined = " ".join(good).rstrip(",;，；:： ")
+            end = sent.rstrip()[-1:] if sent.rstrip()[-1:] in ".。" else ""
+            kept.append(joined + (end if joined and not joined.endswith(end) else ""))
+        # a sentence that is nothing but the missing value is dropped whole
+    out = " ".join(k for k in kept if k).strip()
+    return out.replace(_MISSING, "").strip()
+
+
 def render_template(text: str, bound: dict[str, Fact]) -> str:
+    """Fill `{alias.field[:spec]}` placeholders; a field without a value drops its clause (never
+    a '?' in user-facing text)."""
     def sub(m) -> str:
         fact = bound.get(m.group(1))
         if fact is None:
             return m.group(0)
         val = getattr(fact, m.group(2), None)
-        return "?" if val is None else _fmt_value(val, m.group(3))
-    return PLACEHOLDER.sub(sub, text)
+        return _MISSING if val is None else _fmt_value(val, m.group(3))
+    out = PLACEHOLDER.sub(sub, text)
+    return _drop_missing(out) if _MISSING in out else out
 
 
 _NEGATE = {"gt": "<=", "ge": "<", "lt": ">=", "le": ">", "eq": "!=", "ne": "=="}
@@ -182,7 +251,16 @@ def _json_value(v: Any) -> Any:
     return v
 
 
-def _firing_evidence(rule: CompiledRule, firing: Firing, bound: dict[str, Fact], lang: str) -> list[Evidence]:
+def _expected_healthy(test: Test) -> str | None:
+    """For a rule whose conditions describe the healthy state (an aligned verdict), the test itself."""
+    if test.ref is not None or test.op not in _NEGATE:
+        return None
+    sym = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "==", "ne": "!="}[test.op]
+    return f"{sym} {_fmt_value(test.value, None)}"
+
+
+def _firing_evidence(rule: CompiledRule, firing: Firing, bound: dict[str, Fact], lang: str,
+                     healthy: bool = False) -> list[Evidence]:
     text = render_template(rule.rule.explanation.get(lang), bound)
     alt = rule.alternatives[firing.alternative]
     items: list[Evidence] = []
@@ -190,16 +268,26 @@ def _firing_evidence(rule: CompiledRule, firing: Firing, bound: dict[str, Fact],
         fact = bound[p.alias]
         for t in p.tests:
             numeric = t.op in ("lt", "le", "gt", "ge", "nonfinite") or (
-                t.op in ("eq", "ne") and isinstance(t.value, (int, float)) and not isinstance(t.value, bool))
+                t.op in ("eq", "ne") and isinstance(t.value, (int, float)))
             if not numeric:
                 continue
-            items.append(Evidence(fact=f"{p.fact_type}.{t.field}", value=_json_value(getattr(fact, t.field, None)),
-                                  expected=_expected(t), text=text, rule=rule.id, source=fact.source))
+            value = getattr(fact, t.field, None)
+            if value is None and t.op != "nonfinite":
+                continue
+            if isinstance(t.value, bool) and t.op == "eq":
+                expected = None if healthy else str(not t.value).lower()
+            else:
+                expected = _expected_healthy(t) if healthy else _expected(t)
+            items.append(Evidence(fact=f"{p.fact_type}.{t.field}", role=getattr(fact, "role", None),
+                                  value=_json_value(value), expected=expected, text=text, rule=rule.id,
+                                  source=fact.source))
     if not items:
         p = alt.positives[0]
-        items.append(Evidence(fact=p.fact_type, value=None, text=text, rule=rule.id, source=bound[p.alias].source))
-    # numeric evidence first: it carries thresholds
-    items.sort(key=lambda e: (not isinstance(e.value, (int, float)) or isinstance(e.value, bool)))
+        fact = bound[p.alias]
+        items.append(Evidence(fact=p.fact_type, role=getattr(fact, "role", None), value=None, text=text,
+                              rule=rule.id, source=fact.source))
+    # numbers first (they carry thresholds), then booleans
+    items.sort(key=lambda e: (isinstance(e.value, bool), not isinstance(e.value, (int, float))))
     return items[:MAX_EVIDENCE_PER_RULE]
 
 
@@ -214,8 +302,29 @@ def _weight(rule: CompiledRule, bound: dict[str, Fact]) -> float:
 
 
 # ---------------------------------------------------------------- diagnose
+_STAGE_GRADE = {"symptom": "symptom", "checklist": "checklist", "reproduce": "localised",
+                "localise": "localised", "confirm": "confirmed"}
+_GRADE_ORDER = ("symptom", "checklist", "localised", "confirmed")
+DIFFERENTIAL_RULE = "DIFFERENTIAL"
+PROCEDURE_RULE = "PROCEDURE-ORDER"
+MECHANISM_RULE = "MECHANISM"
+CHECKLIST_RULE = "CHECKLIST-CLEAN"
+ACCEPT_STEPS = 1000          # the documented acceptance wants at least this many compared steps
+PROVISIONAL_MIN_STEPS = 5    # below this nothing is compared enough to say "aligned"
+
+
+def _kb():
+    from engine.kb import load_kb
+    try:
+        return load_kb()
+    except Exception:  # a broken kb is reported by its own loader; the diagnosis still runs
+        return {}
+
+
 def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules_path: str | None = None,
              warnings: Warnings | None = None, with_near_misses: bool = True) -> Diagnosis:
+    from engine import differential as dx
+    from engine import experiments as xp
     from engine.modes import mode_catalog
 
     warnings = warnings or Warnings()
@@ -225,49 +334,111 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     firings = matcher.run(fact_list)
     by_id = pack.by_id()
     catalog = mode_catalog()
+    kb = _kb()
 
     contributions = []
     per_rule_evidence: dict[str, list[Evidence]] = {}
+    per_rule_keys: dict[str, set] = {}
     per_rule_bound: dict[str, list[dict[str, Fact]]] = {}
     symptom_evidence: dict[str, list[Evidence]] = {}
     weights: dict[str, float] = {}
+    declared = xp.declared_keys(fact_list)
+    set_aside: dict[str, list[str]] = {}   # declared key -> checklist rules that would have blamed it
     for firing in firings:
         rule = by_id[firing.rule_id]
         bound = {alias: fact_list[i] for alias, i in firing.bindings}
-        ev = _firing_evidence(rule, firing, bound, lang)
+        if declared and rule.rule.failure_modes and rule.rule.stage == "checklist":
+            hit = next((f for f in bound.values() if xp.is_declared(f, declared)), None)
+            if hit is not None:  # the user's own experiment: a trigger, not a cause
+                set_aside.setdefault(xp.diff_key(hit), []).append(rule.id)
+                continue
+        healthy = bool(rule.rule.failure_modes) and all(
+            (catalog.get(m).verdict if catalog.get(m) else "misaligned") == "aligned" for m in rule.rule.failure_modes)
+        ev = _firing_evidence(rule, firing, bound, lang, healthy=healthy)
         if rule.rule.symptom:
             symptom_evidence.setdefault(rule.rule.symptom, []).extend(ev)
             continue
         w = _weight(rule, bound)
+        # evidence rows de-duplicated by content (hashable keys: linear, not pairwise __eq__)
+        keys = per_rule_keys.setdefault(rule.id, set())
+        fresh = [e for e in ev if (e.fact, e.role, repr(e.value), e.text) not in keys]
+        keys.update((e.fact, e.role, repr(e.value), e.text) for e in fresh)
         if w >= weights.get(rule.id, -1):
             weights[rule.id] = w
-            per_rule_evidence.setdefault(rule.id, [])
-            per_rule_evidence[rule.id] = ev + [e for e in per_rule_evidence[rule.id] if e not in ev]
+            per_rule_evidence[rule.id] = fresh + per_rule_evidence.get(rule.id, [])
         else:
-            per_rule_evidence[rule.id].extend(e for e in ev if e not in per_rule_evidence[rule.id])
+            per_rule_evidence[rule.id].extend(fresh)
         per_rule_bound.setdefault(rule.id, []).append(bound)
         for mode in rule.rule.failure_modes:
             contributions.append((mode, rule.id, w, True))
         for mode in rule.rule.against:
             contributions.append((mode, rule.id, w, False))
 
+    # the symptom differential: every established symptom yields a ranked list of modes
+    profile = dx.build_profile(fact_list, symptom_evidence.keys())
+    diff_entries = dx.differential(profile, kb)
+    diff_weight = {e.mode: e.weight for e in diff_entries}
+    for e in diff_entries:
+        contributions.append((e.mode, DIFFERENTIAL_RULE, e.weight, True))
+    symptomatic = bool(profile.symptoms & set(dx.MISALIGNING))
+    trigger_list = xp.triggers(fact_list, declared, symptomatic=symptomatic)
+    mech_evidence: dict[str, list[Evidence]] = {}
+    for trig in trigger_list:
+        if not symptomatic and not trig.declared:
+            continue
+        w = (xp.DECLARED_WEIGHT if trig.declared else xp.UNDECLARED_WEIGHT) * (1.0 if symptomatic else 0.5)
+        for k, mech in enumerate(xp.mechanisms_for(trig.key, library=trig.library)):
+            # the table lists mechanisms most likely first
+            contributions.append((mech.mode, MECHANISM_RULE, round(w * (1.0 - 0.06 * k), 4), True))
+            why = mech.why_zh if lang == "zh" else mech.why_en
+            text = (f"触发条件 {trig.describe(lang)}；依赖它的机制：{why}。" if lang == "zh"
+                    else f"Trigger: {trig.describe(lang)}. Mechanism that depends on it: {why}.")
+            mech_evidence.setdefault(mech.mode, []).append(Evidence(
+                fact=f"{getattr(trig.fact, 'type', 'declared_change')}.{trig.key}", role="target",
+                value=_json_value(getattr(trig.fact, "target", None)) if trig.fact is not None else trig.key,
+                expected=(f"baseline {getattr(trig.fact, 'baseline', '')}" if trig.fact is not None else None),
+                text=text, rule=MECHANISM_RULE, source=getattr(trig.fact, "source", None)))
+    for key, rules_set_aside in set_aside.items():
+        warnings.add(f"'{key}' is your declared change: {', '.join(sorted(set(rules_set_aside)))} would have named it "
+                     f"as the cause; the mechanisms that depend on it are ranked instead", source="diagnosis")
+    in_play = {c[0] for c in contributions if c[3]}
+    for mode, w in dx.procedure_against(profile, kb, in_play).items():
+        contributions.append((mode, PROCEDURE_RULE, w, False))
+    rule_supported = {c[0] for c in contributions if c[3] and c[1] not in (DIFFERENTIAL_RULE, MECHANISM_RULE)}
+    for mode, w in dx.checklist_against(fact_list, pack, rule_supported, in_play).items():
+        contributions.append((mode, CHECKLIST_RULE, w, False))
+
+    profile_text = profile.describe(lang)
     hypotheses: list[Hypothesis] = []
     for ms in rank(contributions):
-        if ms.score < REPORT_THRESHOLD:
+        differential_only = set(ms.support) <= {DIFFERENTIAL_RULE, MECHANISM_RULE}
+        if ms.score < REPORT_THRESHOLD and not (differential_only and ms.score >= dx.MIN_WEIGHT):
             continue
         info = catalog.get(ms.mode)
-        rule_refs = [RuleRef(id=r, name=by_id[r].rule.name, weight=round(w, 4), supports=True)
+        rule_refs = [RuleRef(id=r, name=_rule_name(by_id, r), weight=round(w, 4), supports=True)
                      for r, w in sorted(ms.support.items(), key=lambda kv: (-kv[1], kv[0]))]
-        rule_refs += [RuleRef(id=r, name=by_id[r].rule.name, weight=round(w, 4), supports=False)
+        rule_refs += [RuleRef(id=r, name=_rule_name(by_id, r), weight=round(w, 4), supports=False)
                       for r, w in sorted(ms.against.items(), key=lambda kv: (-kv[1], kv[0]))]
         evidence: list[Evidence] = []
         steps: list[NextStep] = []
         seen_steps: set[str] = set()
         refs: list[str] = []
+        grade = "symptom"
         for rr in rule_refs:
             if not rr.supports:
                 continue
+            if rr.id == DIFFERENTIAL_RULE:
+                evidence.append(_differential_evidence(ms.mode, profile_text, diff_weight[ms.mode], kb, lang))
+                continue
+            if rr.id == MECHANISM_RULE:
+                evidence.extend(mech_evidence.get(ms.mode, []))
+                if grade == "symptom":
+                    grade = "checklist"
+                continue
             rule = by_id[rr.id]
+            g = _STAGE_GRADE.get(rule.rule.stage, "localised")
+            if _GRADE_ORDER.index(g) > _GRADE_ORDER.index(grade):
+                grade = g
             evidence.extend(per_rule_evidence.get(rr.id, []))
             bound = per_rule_bound[rr.id][0]
             for st in rule.rule.next_steps:
@@ -286,14 +457,20 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
                     refs.append(ref)
         if info:
             refs += [r for r in info.references if r not in refs]
-        # Steps keep the procedural order the rule authors wrote (strongest rule first); each
-        # carries its cost class so a planner or reader can reorder by cost.
-        first_rule = by_id[rule_refs[0].id].rule
+        if not steps and MECHANISM_RULE in ms.support and any(e.fact.startswith("library_diff") for e in evidence):
+            steps.append(NextStep(
+                action=("阅读该库在两个版本之间的变更记录 / release notes，查找与现象相关的改动" if lang == "zh" else
+                        "Read the library's changelog / release notes between the two versions for changes that match the symptom"),
+                command=None, why="", cost="read",
+                cost_label=(COST_LABELS_ZH if lang == "zh" else COST_LABELS)["read"], rule=MECHANISM_RULE))
+        if set(ms.support) <= {DIFFERENTIAL_RULE, MECHANISM_RULE}:
+            steps.extend(st for st in _kb_steps(ms.mode, kb, lang) if (st.command or st.action) not in seen_steps)
+        first_rule = next((by_id[r.id].rule for r in rule_refs if r.id in by_id), None)
+        title = info.title(lang) if info else (first_rule.title.get(lang) if first_rule else ms.mode)
         hypotheses.append(Hypothesis(
-            failure_mode=ms.mode, score=ms.score,
-            title=info.title(lang) if info else first_rule.title.get(lang),
+            failure_mode=ms.mode, score=ms.score, title=title,
             verdict=info.verdict if info else "misaligned",
-            rules=rule_refs, evidence=evidence, next_steps=steps, references=refs))
+            rules=rule_refs, evidence=evidence, next_steps=steps, references=refs, grade=grade))
 
     symptoms = []
     for sid, ev in symptom_evidence.items():
@@ -313,34 +490,240 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
                 text=(f"{rule.title.get(lang)} — would fire with {nm.missing}" if nm.kind != "blocked_by"
                       else f"{rule.title.get(lang)} — blocked by {nm.missing}")))
 
-    verdict = derive_verdict(hypotheses)
+    verdict, basis = derive_verdict(hypotheses, profile, fact_list, lang=lang)
+    if verdict != "aligned":
+        hypotheses = [h for h in hypotheses if not (h.verdict == "aligned" and profile.symptoms & set(dx.MISALIGNING))] \
+            if profile.symptoms & set(dx.MISALIGNING) else hypotheses
+    _notice_checklist_only(verdict, hypotheses, warnings, lang)
+    _notice_identical_logs(fact_list, warnings)
+    belief = {h.failure_mode: h.score for h in hypotheses if h.verdict == "misaligned"}
+    split = dx.split_step(fact_list, pack, belief, lang=lang) if verdict != "aligned" else None
+    prof_out = Profile(symptoms=sorted(profile.symptoms), runs=profile.runs, onset=profile.onset,
+                       step1_magnitude=profile.step1_magnitude, error_shape=profile.error_shape, text=profile_text)
     return Diagnosis(
-        verdict=verdict, summary=_summary(verdict, hypotheses, symptoms, lang), symptoms=symptoms,
-        hypotheses=hypotheses, near_misses=misses, facts=facts.to_json(), warnings=list(warnings.items),
+        verdict=verdict, summary=_summary(verdict, hypotheses, symptoms, lang, basis), symptoms=symptoms,
+        hypotheses=hypotheses, near_misses=misses, verdict_basis=basis, profile=prof_out,
+        split_step=SplitStep(**split) if split else None,
+        facts=facts.to_json(), warnings=list(warnings.items),
         engine=matcher.name, rule_pack=pack.version, lang=lang)
 
 
-def derive_verdict(hypotheses: list[Hypothesis]) -> str:
-    if not hypotheses:
-        return "inconclusive"
-    top = hypotheses[0]
-    if top.verdict == "aligned" and top.score >= ALIGNED_THRESHOLD:
-        return "aligned"
-    if top.verdict == "misaligned" and top.score >= MISALIGNED_THRESHOLD:
-        return "misaligned"
-    return "inconclusive"
+GRADE_LABELS = {"en": {"symptom": "symptoms only", "checklist": "checklist", "localised": "localised",
+                        "confirmed": "confirmed"},
+                "zh": {"symptom": "仅症状", "checklist": "检查清单", "localised": "已定位", "confirmed": "已确认"}}
 
 
-def _summary(verdict: str, hyps: list[Hypothesis], symptoms: list[Symptom], lang: str) -> str:
+def grade_label(grade: str, lang: str = "en") -> str:
+    return GRADE_LABELS.get(lang, GRADE_LABELS["en"]).get(grade, grade)
+
+
+def _rule_name(by_id: dict, rid: str) -> str:
+    if rid == DIFFERENTIAL_RULE:
+        return "symptom-differential"
+    if rid == PROCEDURE_RULE:
+        return "procedure-order-nan-first"
+    if rid == MECHANISM_RULE:
+        return "mechanism-behind-a-changed-knob"
+    if rid == CHECKLIST_RULE:
+        return "checklist-read-no-difference"
+    return by_id[rid].rule.name
+
+
+def _differential_evidence(mode: str, profile_text: str, weight: float, kb: dict, lang: str) -> Evidence:
+    entry = kb.get(mode)
+    pres = getattr(entry, "presentation", None)
+    freq = getattr(pres, "frequency", None)
+    if lang == "zh":
+        text = (f"症状画像：{profile_text}。这与该失效模式的典型表现相符（知识库 presentation；"
+                f"常见度 {freq or '未知'} 为专家估计）。仅凭症状，尚未被具体证据确认。")
+    else:
+        text = (f"Symptom profile: {profile_text}. This fits how this failure mode typically presents "
+                f"(kb presentation; frequency '{(freq or 'unknown').replace('_', ' ')}' is an expert estimate). "
+                f"Symptoms only: no specific evidence confirms it yet.")
+    return Evidence(fact="symptom_profile", value=round(weight, 4), expected=None, text=text,
+                    rule=DIFFERENTIAL_RULE, source=None)
+
+
+def _kb_steps(mode: str, kb: dict, lang: str) -> list[NextStep]:
+    """A hypothesis that only the differential raised takes its next steps from its kb entry."""
+    entry = kb.get(mode)
+    out: list[NextStep] = []
+    for cmd in (getattr(entry, "commands", None) or [])[:3]:
+        why = cmd.why.get(lang)
+        out.append(NextStep(action=why[:1].upper() + why[1:] if lang != "zh" else why, command=cmd.command,
+                            why="", cost="read" if not _looks_costly(cmd.command) else "rerun",
+                            cost_label=(COST_LABELS_ZH if lang == "zh" else COST_LABELS)[
+                                "read" if not _looks_costly(cmd.command) else "rerun"],
+                            rule=f"kb:{mode}"))
+    return out
+
+
+def _looks_costly(command: str) -> bool:
+    return any(w in command for w in ("bash ", "torchrun", "python ", "deepspeed ", "msprobe -f", "export "))
+
+
+def _notice_checklist_only(verdict: str, hyps: list[Hypothesis], warnings: Warnings, lang: str) -> None:
+    """Configuration or version differences with matching curves are warnings, not a verdict."""
+    if verdict != "aligned":
+        return
+    for h in hyps:
+        if h.verdict == "misaligned" and h.grade == "checklist":
+            keys = "; ".join(e.text for e in h.evidence[:2])
+            warnings.add(f"{h.failure_mode}: {keys} — the compared curves agree, so this difference had no "
+                          f"visible effect on what was given", source="diagnosis")
+
+
+def _same_file(a: str, b: str) -> bool:
+    import hashlib
+    import os
+
+    try:
+        if os.path.samefile(a, b):
+            return True
+        if os.path.getsize(a) != os.path.getsize(b):
+            return False
+        digests = []
+        for path in (a, b):
+            h = hashlib.sha1()
+            with open(path, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            digests.append(h.digest())
+        return digests[0] == digests[1]
+    except OSError:
+        return False
+
+
+def _notice_identical_logs(facts: list[Fact], warnings: Warnings) -> None:
+    """The same log given as both sides (byte-identical files) is noticed, not compared."""
+    series = {getattr(f, "role", None): f for f in facts if getattr(f, "type", None) == "loss_series"}
+    t, b = series.get("target"), series.get("baseline")
+    if t is None or b is None or not t.source or not b.source:
+        return
+    if _same_file(str(t.source), str(b.source)):
+        warnings.add(f"the target and baseline logs are the same file content ({t.source} = {b.source}): "
+                     f"the same log given twice? Nothing was really compared", source="diagnosis")
+
+
+def _loss(facts: list[Fact], role: str = "target") -> Fact | None:
+    return next((f for f in facts if getattr(f, "type", None) == "loss_compare" and getattr(f, "role", None) == role),
+                None)
+
+
+def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact] | None = None, *,
+                   lang: str = "en") -> tuple[str, VerdictBasis]:
+    """The verdict comes from the symptoms; the cause is ranked separately.
+
+    misaligned -- a misaligning symptom is established (curves, NaN counts, grad norms, reruns
+                  differ beyond tolerance), with or without a named cause; or, with no symptom, a
+                  localised defect scores high.
+    aligned    -- the compared steps show no gap: 'accepted' with a measured noise band or the
+                  documented acceptance (>= 1000 steps, grad norm within 10%, error around zero),
+                  'provisional' otherwise (the missing evidence is listed).
+    inconclusive -- nothing was compared and nothing is localised.
+    """
+    from engine.differential import MISALIGNING
+
     zh = lang == "zh"
-    sym = ", ".join(s.title for s in symptoms)
+    facts = facts or []
+    established = sorted((profile.symptoms if profile is not None else set()) & set(MISALIGNING))
+    top_mis = next((h for h in hypotheses if h.verdict == "misaligned"), None)
+    if established:
+        named = top_mis is not None and top_mis.grade != "symptom" and top_mis.score >= MISALIGNED_THRESHOLD
+        text = ("曲线、NaN 计数、grad norm 或重跑超出容差：" if zh else
+                "The curves, NaN counts, grad norms or reruns differ beyond tolerance: ") + ", ".join(established)
+        if not named:
+            text += ("；原因尚未确定" if zh else "; cause not yet determined")
+        return "misaligned", VerdictBasis(kind="symptoms", text=text)
+    lc = _loss(facts)
+    compared = lc is not None and (getattr(lc, "steps_compared", 0) or 0) >= PROVISIONAL_MIN_STEPS
+    if top_mis is not None and top_mis.score >= MISALIGNED_THRESHOLD and (
+            top_mis.grade in ("localised", "confirmed") or not compared):
+        return "misaligned", VerdictBasis(kind="evidence", text=(
+            ("曲线无超差，但有定位到的缺陷证据：" if compared else "没有可比较的曲线，但有指向缺陷的证据：") if zh else
+            ("No curve gap beyond tolerance, but a localised defect: " if compared else
+             "No curves compared, but the evidence points at a defect: ")) + top_mis.failure_mode)
+    tooling = next((h for h in hypotheses if h.verdict == "tooling" and h.score >= MISALIGNED_THRESHOLD), None)
+    if lc is None or (getattr(lc, "steps_compared", 0) or 0) < PROVISIONAL_MIN_STEPS:
+        if tooling is not None:
+            return "inconclusive", VerdictBasis(kind="none", text=(
+                "工具自身影响了结果" if zh else "The tooling itself affects the result: ") + tooling.failure_mode)
+        return "inconclusive", VerdictBasis(kind="none", text=(
+            "没有可比较的训练曲线" if zh else "No training curves were compared (or fewer than "
+            f"{PROVISIONAL_MIN_STEPS} common steps)"),
+            missing=["two training logs (baseline and target) with at least a few common steps"])
+    if tooling is not None:
+        return "inconclusive", VerdictBasis(kind="none", text=(
+            "工具自身影响了结果" if zh else "The tooling itself affects the result: ") + tooling.failure_mode)
+    n = getattr(lc, "steps_compared", 0) or 0
+    band = getattr(lc, "noise_band", None)
+    within = getattr(lc, "within_noise_band", None)
+    gn = next((f for f in facts if getattr(f, "type", None) == "grad_norm_compare"
+               and getattr(f, "role", None) == "target"), None)
+    gn_ok = gn is not None and getattr(gn, "mean_rel_err", None) is not None and gn.mean_rel_err <= 0.1
+    mean = getattr(lc, "mean_rel_err", None) or 0.0
+    signed = getattr(lc, "mean_signed_rel_err", None)
+    around_zero = signed is not None and (mean <= 1e-4 or abs(signed) <= 0.5 * mean)
+    missing: list[str] = []
+    if band is not None and within:
+        kind = "accepted"
+        text = (f"{n} 个共同 step 无超差，误差在标杆重跑测得的波动带（{band:.2%}）内" if zh else
+                f"No gap over {n} common steps; the error lies within the noise band measured by the baseline "
+                f"rerun ({band:.2%})")
+    elif n >= ACCEPT_STEPS and gn_ok and around_zero:
+        kind = "accepted"
+        text = (f"{n} 个共同 step 满足文档验收标准（grad norm 10% 以内，误差围绕 0 波动）" if zh else
+                f"No gap over {n} common steps, meeting the documented acceptance (grad norm within 10%, "
+                f"error oscillating around zero)")
+    else:
+        kind = "provisional"
+        if band is None:
+            missing.append("a baseline rerun (baseline_rerun/) to measure the run-to-run noise band" if not zh
+                           else "标杆重跑（baseline_rerun/）以测量波动带")
+        if n < ACCEPT_STEPS:
+            missing.append(f"at least {ACCEPT_STEPS} compared steps (have {n})" if not zh
+                           else f"至少 {ACCEPT_STEPS} 个比较 step（当前 {n}）")
+        if gn is None:
+            missing.append("grad norms in both logs" if not zh else "两侧日志中的 grad norm")
+        elif not gn_ok:
+            missing.append("grad norm within 10%" if not zh else "grad norm 误差在 10% 以内")
+        if not around_zero:
+            missing.append("an error that oscillates around zero (it is one-sided)" if not zh
+                           else "围绕 0 波动的误差（当前为单向偏差）")
+        text = (f"在给定的 {n} 个共同 step 上无超差；暂定对齐" if zh else
+                f"No gap over the {n} common steps given; aligned provisionally")
+        if band is not None and not within:
+            text += ("（误差超出测得的波动带）" if zh else " (the error exceeds the measured noise band)")
+    eval_given = any(getattr(f, "type", None) == "eval_gap" for f in facts)
+    if not eval_given:
+        missing.append("a downstream evaluation of both models (a gap can show only there)" if not zh
+                       else "两侧模型的下游评测（差异可能只在下游体现）")
+    return "aligned", VerdictBasis(kind=kind, text=text, missing=missing)
+
+
+def _summary(verdict: str, hyps: list[Hypothesis], symptoms: list[Symptom], lang: str,
+             basis: VerdictBasis | None = None) -> str:
+    zh = lang == "zh"
+    sym = ", ".join(dict.fromkeys(s.title for s in symptoms))
     if verdict == "aligned":
-        return "精度对齐：差异处于标杆自身波动范围内。" if zh else "Aligned: the gap lies within the baseline's own noise."
+        kind = basis.kind if basis else "provisional"
+        if zh:
+            return ("精度对齐（已验收）：" if kind == "accepted" else "精度暂定对齐：") + (basis.text if basis else "")
+        return ("Aligned (accepted): " if kind == "accepted" else "Aligned (provisional): ") + (basis.text if basis else "")
     if not hyps:
+        if verdict == "misaligned":
+            return ("精度不对齐，原因尚未确定" if zh else "Misaligned — cause not yet determined") + (
+                f"；症状：{sym}" if zh and sym else f"; symptoms: {sym}" if sym else "")
         return ("证据不足，无法定位；请补充日志、配置或 dump。" if zh
                 else "Inconclusive: not enough evidence to name a cause; add logs, configs or dumps.")
     top = hyps[0]
+    undetermined = top.grade == "symptom"
     if zh:
-        return f"{'精度不对齐' if verdict == 'misaligned' else '无法定论'}：最可能的原因是 {top.title}（{top.failure_mode}，得分 {top.score:.2f}）" + (f"；症状：{sym}" if sym else "")
+        head = "精度不对齐" if verdict == "misaligned" else "无法定论"
+        lead = "原因尚未确定，症状最符合" if undetermined else "最可能的原因是"
+        return f"{head}：{lead} {top.title}（{top.failure_mode}，得分 {top.score:.2f}）" + (f"；症状：{sym}" if sym else "")
     head = "Misaligned" if verdict == "misaligned" else "Inconclusive"
+    if undetermined:
+        return (f"{head} — cause not yet determined; the symptoms fit best {top.title} ({top.failure_mode}, "
+                f"score {top.score:.2f}, symptoms only)") + (f"; symptoms: {sym}" if sym else "")
     return f"{head}: most likely {top.title} ({top.failure_mode}, score {top.score:.2f})" + (f"; symptoms: {sym}" if sym else "")

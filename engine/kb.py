@@ -57,7 +57,7 @@ class Command(BaseModel):
 Likelihood = Literal["typical", "possible"]
 Frequency = Literal["very_common", "common", "occasional", "rare"]
 SYMPTOM_CLASSES = ("first_step_difference", "long_run_difference", "nan_overflow", "spikes",
-                   "downstream_gap", "irreproducible", "grad_norm_difference")
+                   "downstream_gap", "irreproducible", "grad_norm_difference", "overflow_hidden")
 
 
 class Presentation(BaseModel):
@@ -65,7 +65,8 @@ class Presentation(BaseModel):
 
     symptoms   -- per symptom class (S1 first_step_difference, S2 long_run_difference,
                   S3 nan_overflow, S4 spikes, S5 downstream_gap, S6 irreproducible, plus
-                  grad_norm_difference): 'typical' or 'possible'; classes left out do not fit.
+                  grad_norm_difference, overflow_hidden = fewer overflows/skips than the
+                  baseline): 'typical' or 'possible'; classes left out do not fit.
     runs       -- which runs show it: target_only, both (baseline too, same data), rerun_differs
                   (the target's own rerun differs as well), any.
     onset      -- step1, early, late, resume (from a restart / resume / epoch boundary), any.
@@ -83,6 +84,9 @@ class Presentation(BaseModel):
     step1_magnitude: Literal["none", "noise", "small", "large", "any"]
     error_shape: Literal["one_sided", "zero_mean", "constant_ratio", "growing", "any"]
     frequency: Frequency
+    rerun_difference: Literal["tiny", "large", "any"] = Field(
+        "any", description="for modes seen through reruns: how far the target's own rerun departs "
+                           "(tiny: last digits, <0.1%; large: like a different seed)")
     note: Text | None = None
 
     @field_validator("symptoms")

@@ -49,14 +49,17 @@ def test_json_output_matches_schema(shared_dir):
     assert {"verdict", "hypotheses", "facts", "warnings", "symptoms"} <= set(schema["properties"])
 
 
-@pytest.mark.parametrize("engine", ["durable", "python"])
-def test_engines_agree_on_scenarios(shared_dir, engine):
+def test_engines_agree_on_scenarios(shared_dir):
+    """The durable-rules matcher and the Python reference evaluator rank the same modes with the
+    same scores on every scenario."""
     from engine.diagnosis import diagnose
     from engine.errors import Warnings
     from engine.pipeline import collect, discover
-    for case in _cases(shared_dir)[:6]:
+    for case in _cases(shared_dir):
         w = Warnings()
         facts = collect(discover(case, warnings=w), w)
-        a = diagnose(facts, engine=engine, warnings=w)
-        b = diagnose(facts, engine="python", warnings=w)
-        assert [(h.failure_mode, h.score) for h in a.hypotheses] == [(h.failure_mode, h.score) for h in b.hypotheses]
+        a = diagnose(facts, engine="durable", warnings=w, with_near_misses=False)
+        b = diagnose(facts, engine="python", warnings=w, with_near_misses=False)
+        assert a.engine != b.engine
+        assert [(h.failure_mode, h.score) for h in a.hypotheses] == [(h.failure_mode, h.score) for h in b.hypotheses], \
+            case.name

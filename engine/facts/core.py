@@ -90,3 +90,13 @@ class Observation(Fact):
     name: Literal[tuple(OBSERVATIONS)] = F("what was observed (see the observation catalogue)")  # type: ignore[valid-type]
     value: Bool | None = F("yes/no answer")
     number: Num | None = F("numeric answer, where the question asks for one")
+
+
+@fact_type("declared_change", collectors=("user",), identity=("name",))
+class DeclaredChange(Fact):
+    """A difference between the runs that the user made on purpose (`--changed KEY`, or `changed:` in
+    the case folder's case.yaml): the experiment's trigger, not a root cause to report."""
+
+    name: str = F("canonical key (config_diff.name, env_diff.name or library_diff.package) as normalised "
+                  "from what the user wrote")
+    raw: Optional[str] = F("the key as the user wrote it", match=False)

@@ -31,6 +31,8 @@ _L = {
         "quit": "Stopped.",
         "more": "Evidence still worth getting:",
         "asked": "{n} question(s) asked.",
+        "differential": "Differential from the symptoms ({profile}):",
+        "first": "Cheapest evidence that splits it (worth more than any question now): [{cost}] {text}",
     },
     "zh": {
         "intro": "precdx ask：目前有 {n} 条事实。请回答 是/否/数值；不知道请输入 skip，输入 quit 结束。",
@@ -43,6 +45,8 @@ _L = {
         "quit": "已停止。",
         "more": "仍值得补充的证据：",
         "asked": "共提问 {n} 次。",
+        "differential": "根据症状的鉴别诊断（{profile}）：",
+        "first": "最能区分的低成本证据（当前比任何问题都更有价值）：[{cost}] {text}",
     },
 }
 
@@ -81,9 +85,13 @@ def consult(facts: FactSet | Iterable[Fact], *, lang: str = "en", max_questions:
     echo(L["intro"].format(n=len(current)))
     for w in warnings:
         echo(f"warning: {w.get('path', '') + ': ' if w.get('path') else ''}{w['message']}")
+    first_round = True
     while True:
         diag = diagnose(current, engine=engine, lang=lang, rules_path=rules_path, warnings=warnings,
                         with_near_misses=False)
+        if first_round:
+            first_round = False
+            _open_with_differential(diag, current, lang=lang, engine=engine, rules_path=rules_path, echo=echo)
         result.diagnosis = diag
         top = dominant(diag)
         if top is not None:
@@ -132,6 +140,23 @@ def consult(facts: FactSet | Iterable[Fact], *, lang: str = "en", max_questions:
     return result
 
 
+def _open_with_differential(diag, facts: FactSet, *, lang: str, engine: str, rules_path: str | None,
+                            echo: Callable[[str], None]) -> None:
+    """Start from the differential: the ranked modes the symptoms allow, and the cheapest evidence
+    that splits them when it is worth more than the best question."""
+    L = _L.get(lang, _L["en"])
+    if diag.profile is not None and diag.profile.symptoms and diag.hypotheses:
+        echo(L["differential"].format(profile=diag.profile.text))
+        for h in diag.hypotheses[:5]:
+            echo(f"  {h.score:.2f}  {h.failure_mode}")
+    best = plan(facts, engine=engine, lang=lang, rules_path=rules_path, diag=diag,
+                kinds=("question", "probe"), limit=1)
+    if best and best[0].kind == "probe":
+        echo(L["first"].format(cost=best[0].cost_label, text=best[0].text))
+        if best[0].command:
+            echo(f"      $ {best[0].command}")
+
+
 def _report(result: ConsultResult, facts: FactSet, *, lang: str, engine: str, rules_path: str | None,
             echo: Callable[[str], None]) -> None:
     from engine.render.text import render_text
@@ -140,7 +165,7 @@ def _report(result: ConsultResult, facts: FactSet, *, lang: str, engine: str, ru
     echo("")
     echo(render_text(result.diagnosis, max_hypotheses=3).rstrip())
     more = plan(facts, engine=engine, lang=lang, rules_path=rules_path, diag=result.diagnosis,
-                kinds=("check", "experiment"), limit=3) if result.reason != "dominant" else []
+                kinds=("check", "probe", "experiment"), limit=3) if result.reason != "dominant" else []
     if more:
         echo("")
         echo(L["more"])

@@ -47,13 +47,14 @@ DOMINANT_RATIO = 2.0    # ... when it is also this many times the runner-up
 STEP_HYPOTHESES = 3     # next steps are taken from this many top hypotheses
 UNEXPLAINED = "(unexplained)"  # the cause is none of the modes the pack knows
 
-Kind = Literal["question", "check", "experiment"]
+Kind = Literal["question", "check", "probe", "experiment"]
 
 
 class Suggestion(BaseModel):
     """One piece of evidence worth getting, phrased as a question or a command to run."""
 
     kind: Kind = Field(description="question: answer yes/no/number; check: add a missing fact; "
+                                   "probe: add a kind of evidence (configs and listings, a rerun, a dump); "
                                    "experiment: run a next step")
     id: str = Field(description="question name (observation catalogue), 'check:<fact>[.<field>]' "
                                 "or 'step:<rule>:<n>'")
@@ -81,6 +82,7 @@ class _Candidate:
     why: str = ""
     rules: tuple[str, ...] = ()
     tests_mode: str | None = None  # experiments: the hypothesis the step tests
+    tests_modes: tuple[str, ...] = ()  # evidence probes: the modes the new evidence confirms or excludes
 
 
 # ---------------------------------------------------------------- belief
@@ -271,11 +273,32 @@ def _experiment_candidates(diag: Diagnosis) -> list[_Candidate]:
     return out
 
 
-def _test_outcomes(prior: dict[str, float], mode: str) -> list[tuple[float, dict[str, float]]]:
-    """(probability, posterior belief) for the two outcomes of a test of `mode`."""
+def _probe_candidates(facts: list[Fact], pack: CompiledPack, lang: str) -> list[_Candidate]:
+    """Evidence the user can add (launch configs and listings, a target rerun, a dump), each
+    read as a test of the modes whose rules read the facts it brings (the symptom differential's
+    probes)."""
+    from engine import differential as dx
+
+    idx = 1 if lang == "zh" else 0
+    out = []
+    for probe in dx._probes():
+        if dx._present(facts, probe):
+            continue
+        decided = dx.probe_modes(pack, probe)
+        if not decided:
+            continue
+        out.append(_Candidate("probe", f"probe:{probe.id}", probe.action[idx], probe.cost, [],
+                              command=probe.command, why=probe.why[idx], tests_modes=tuple(sorted(decided))))
+    return out
+
+
+def _test_outcomes(prior: dict[str, float], mode: str | Iterable[str]) -> list[tuple[float, dict[str, float]]]:
+    """(probability, posterior belief) for the two outcomes of a test of `mode` (or of a set of
+    modes: the evidence points into the set, or away from it)."""
+    tested = {mode} if isinstance(mode, str) else set(mode)
     out = []
     for confirms in (True, False):
-        like = {m: (TEST_ACCURACY if (m == mode) == confirms else 1.0 - TEST_ACCURACY) for m in prior}
+        like = {m: (TEST_ACCURACY if (m in tested) == confirms else 1.0 - TEST_ACCURACY) for m in prior}
         p_outcome = sum(prior[m] * like[m] for m in prior)
         out.append((p_outcome, {m: prior[m] * like[m] / p_outcome for m in prior}))
     return out
@@ -288,7 +311,7 @@ def _entropy_of(dist: Mapping[str, float]) -> float:
 # ---------------------------------------------------------------- plan
 def plan(facts: FactSet | Iterable[Fact], *, engine: str = "python", lang: str = "en",
          rules_path: str | None = None, diag: Diagnosis | None = None, skipped: Iterable[str] = (),
-         kinds: Iterable[str] = ("question", "check", "experiment"), limit: int | None = 10) -> list[Suggestion]:
+         kinds: Iterable[str] = ("question", "check", "probe", "experiment"), limit: int | None = 10) -> list[Suggestion]:
     """The evidence worth getting next, best value (gain per cost) first. Candidates whose
     expected gain is below MIN_GAIN are left out; an empty list means nothing useful is left."""
     fact_list = list(facts)
@@ -309,6 +332,8 @@ def plan(facts: FactSet | Iterable[Fact], *, engine: str = "python", lang: str =
     if "check" in kinds:
         fired = {f.rule_id for f in matcher.run(fact_list)}
         candidates += _check_candidates(fact_list, pack, fired, diag, lang)
+    if "probe" in kinds:
+        candidates += _probe_candidates(fact_list, pack, lang)
     if "experiment" in kinds:
         candidates += _experiment_candidates(diag)
 
@@ -324,6 +349,9 @@ def plan(facts: FactSet | Iterable[Fact], *, engine: str = "python", lang: str =
         if c.tests_mode is not None:
             weighted = _test_outcomes(prior, c.tests_mode)
             moved = [c.tests_mode]
+        elif c.tests_modes:
+            weighted = _test_outcomes(prior, c.tests_modes)
+            moved = [m for m in c.tests_modes if m in universe]
         else:
             weighted = [(1.0 / len(c.outcomes), belief(o, universe)) for o in c.outcomes]
             moved = sorted({m for o in c.outcomes for m in universe if abs(o.get(m, 0.0) - base.get(m, 0.0)) > 1e-9})

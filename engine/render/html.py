@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engine.diagnosis import Diagnosis, Hypothesis
+from engine.diagnosis import Diagnosis, Hypothesis, grade_label
 
 _L = {
     "en": {"title": "precdx report", "verdict": "Verdict", "plot": "Loss and grad norm", "symptoms": "Symptoms",
@@ -20,14 +20,16 @@ _L = {
            "steps": "Next steps (cheapest first)", "refs": "References", "rules": "Rules",
            "against": "argues against", "near": "Near misses (rules one condition short)", "facts": "Facts",
            "warnings": "Warnings", "score": "score", "no_runs": "No run folders were given (facts only), so there is no plot.",
-           "no_plot": "Plot unavailable", "engine": "engine", "pack": "rule pack"},
+           "no_plot": "Plot unavailable", "engine": "engine", "pack": "rule pack", "side": "side",
+           "basis": "Basis", "missing": "would firm it up", "split": "Cheapest step that splits the differential"},
     "zh": {"title": "precdx 诊断报告", "verdict": "结论", "plot": "Loss 与梯度范数", "symptoms": "症状",
            "hyps": "假设（按可能性排序）", "none": "没有假设达到报告阈值。",
            "evidence": "证据", "fact": "事实", "value": "取值", "expected": "正常范围", "source": "来源",
            "steps": "下一步（按成本从低到高）", "refs": "参考", "rules": "规则",
            "against": "反对", "near": "差一个条件即可触发的规则", "facts": "事实",
            "warnings": "警告", "score": "得分", "no_runs": "未提供运行目录（仅有事实），因此没有曲线图。",
-           "no_plot": "无法生成曲线图", "engine": "引擎", "pack": "规则包"},
+           "no_plot": "无法生成曲线图", "engine": "引擎", "pack": "规则包", "side": "侧",
+           "basis": "依据", "missing": "尚缺", "split": "最能区分各假设的最低成本下一步"},
 }
 
 _COLOURS = {"aligned": "#1a7f37", "misaligned": "#cf222e", "inconclusive": "#9a6700"}
@@ -105,13 +107,13 @@ def _reference(ref: str) -> str:
     return _e(ref)
 
 
-def _hypothesis(i: int, h: Hypothesis, L: dict) -> str:
+def _hypothesis(i: int, h: Hypothesis, L: dict, lang: str = "en") -> str:
     colour = _COLOURS.get(h.verdict, "#57606a")
     out = [f'<article class="hyp" style="--vc:{colour}">',
            f'<div class="hyp-head"><span class="rank">#{i}</span><h3>{_e(h.title)}</h3>'
            f'<code class="mode">{_e(h.failure_mode)}</code></div>',
            f'<div class="bar" title="{_e(L["score"])} {h.score:.2f}"><span style="width:{h.score * 100:.0f}%"></span></div>',
-           f'<div class="meta">{_e(L["score"])} {h.score:.2f} · {_e(h.verdict)} · {_e(L["rules"])}: '
+           f'<div class="meta">{_e(L["score"])} {h.score:.2f} · {_e(h.verdict)} · {_e(grade_label(h.grade, lang))} · {_e(L["rules"])}: '
            + ", ".join(f'<code>{_e(r.id)}</code>' if r.supports else
                        f'<span class="against">{_e(L["against"])} <code>{_e(r.id)}</code></span>' for r in h.rules)
            + "</div>"]
@@ -121,11 +123,11 @@ def _hypothesis(i: int, h: Hypothesis, L: dict) -> str:
         out.append("<ul>" + "".join(f"<li>{_e(t)}</li>" for t in texts) + "</ul>")
         rows = [e for e in h.evidence if e.value is not None]
         if rows:
-            out.append(f"<table><tr><th>{_e(L['fact'])}</th><th>{_e(L['value'])}</th><th>{_e(L['expected'])}</th>"
-                       f"<th>{_e(L['source'])}</th></tr>")
+            out.append(f"<table><tr><th>{_e(L['fact'])}</th><th>{_e(L['side'])}</th><th>{_e(L['value'])}</th>"
+                       f"<th>{_e(L['expected'])}</th><th>{_e(L['source'])}</th></tr>")
             for e in rows:
-                out.append(f"<tr><td><code>{_e(e.fact)}</code></td><td>{_e(e.value)}</td><td>{_e(e.expected or '')}"
-                           f"</td><td>{_e(e.source or '')}</td></tr>")
+                out.append(f"<tr><td><code>{_e(e.fact)}</code></td><td>{_e(e.role or '')}</td><td>{_e(e.value)}</td>"
+                           f"<td>{_e(e.expected or '')}</td><td>{_e(e.source or '')}</td></tr>")
             out.append("</table>")
     if h.next_steps:
         out.append(f"<h4>{_e(L['steps'])}</h4><ol class=\"steps\">")
@@ -143,6 +145,14 @@ def _hypothesis(i: int, h: Hypothesis, L: dict) -> str:
     return "\n".join(out)
 
 
+def _basis(diag: Diagnosis, L: dict) -> str:
+    b = diag.verdict_basis
+    if b is None or b.kind == "none":
+        return ""
+    missing = (f"<br>{_e(L['missing'])}: " + _e("; ".join(b.missing))) if b.missing else ""
+    return f'<p class="meta">{_e(L["basis"])} ({_e(b.kind)}): {_e(b.text)}{missing}</p>'
+
+
 def render_html(diag: Diagnosis, case_dir: str | None = None, target: str | None = None,
                 baseline: str | None = None) -> str:
     L = _L.get(diag.lang, _L["en"])
@@ -157,6 +167,7 @@ def render_html(diag: Diagnosis, case_dir: str | None = None, target: str | None
         f"<style>{_CSS}</style></head><body><main>",
         f'<header class="verdict" style="--vc:{colour}"><div class="meta">{_e(L["title"])} · {_e(L["verdict"])}</div>',
         f"<h1>{_e(verdict_word.get(diag.lang, diag.verdict))}</h1><p>{_e(diag.summary)}</p>",
+        _basis(diag, L),
         f'<p class="meta">precdx {_e(diag.precdx_version)} · {_e(L["engine"])} {_e(diag.engine)} · '
         f'{_e(L["pack"])} {_e(diag.rule_pack)} · schema {_e(diag.schema_version)}</p></header>',
         f"<section><h2>{_e(L['plot'])}</h2>{_plot_section(case_dir, target, baseline, L)}</section>",
@@ -168,10 +179,18 @@ def render_html(diag: Diagnosis, case_dir: str | None = None, target: str | None
         parts.append(f"<section><h2>{_e(L['symptoms'])}</h2><ul>{items}</ul></section>")
     parts.append(f"<section><h2>{_e(L['hyps'])}</h2>")
     if diag.hypotheses:
-        parts.extend(_hypothesis(i, h, L) for i, h in enumerate(diag.hypotheses, 1))
+        parts.extend(_hypothesis(i, h, L, diag.lang) for i, h in enumerate(diag.hypotheses, 1))
     else:
         parts.append(f'<p class="note">{_e(L["none"])}</p>')
     parts.append("</section>")
+    if diag.split_step is not None:
+        st = diag.split_step
+        item = f'<span class="cost {_e(st.cost)}">{_e(st.cost_label)}</span>{_e(st.action)}'
+        if st.command:
+            item += f"<pre><code>{_e(st.command)}</code></pre>"
+        if st.why:
+            item += f'<div class="why">{_e(st.why)}</div>'
+        parts.append(f"<section><h2>{_e(L['split'])}</h2><p>{item}</p></section>")
     if diag.near_misses:
         rows = "".join(f"<tr><td><code>{_e(n.rule)}</code></td><td>{_e(', '.join(n.failure_modes))}</td>"
                        f"<td>{_e(n.text)}</td></tr>" for n in diag.near_misses)

@@ -2,21 +2,30 @@
 next steps ordered by cost, near misses, warnings."""
 from __future__ import annotations
 
-from engine.diagnosis import Diagnosis
+from engine.diagnosis import Diagnosis, grade_label
 
 _L = {
     "en": {"verdict": "Verdict", "symptoms": "Symptoms", "hyps": "Hypotheses (best first)", "evidence": "evidence",
            "steps": "next steps", "near": "Near misses (one condition short)", "warn": "Warnings",
-           "none": "No hypothesis reached the report threshold.", "refs": "references", "expected": "expected"},
+           "none": "No hypothesis reached the report threshold.", "refs": "references", "expected": "expected",
+           "basis": "Basis", "missing": "would firm it up", "split": "Cheapest step that splits the differential",
+           "grade": "evidence", "profile": "Profile"},
     "zh": {"verdict": "结论", "symptoms": "症状", "hyps": "假设（按可能性排序）", "evidence": "证据",
            "steps": "下一步", "near": "差一个条件即可触发的规则", "warn": "警告",
-           "none": "没有假设达到报告阈值。", "refs": "参考", "expected": "期望"},
+           "none": "没有假设达到报告阈值。", "refs": "参考", "expected": "期望",
+           "basis": "依据", "missing": "尚缺", "split": "最能区分各假设的最低成本下一步",
+           "grade": "证据等级", "profile": "症状画像"},
 }
 
 
 def render_text(diag: Diagnosis, *, max_hypotheses: int = 5, verbose: bool = False) -> str:
     L = _L.get(diag.lang, _L["en"])
-    out: list[str] = [f"{L['verdict']}: {diag.verdict.upper()}", diag.summary, ""]
+    out: list[str] = [f"{L['verdict']}: {diag.verdict.upper()}", diag.summary]
+    if diag.verdict_basis is not None and diag.verdict_basis.kind != "none":
+        out.append(f"{L['basis']} ({diag.verdict_basis.kind}): {diag.verdict_basis.text}")
+        if diag.verdict_basis.missing:
+            out.append(f"  {L['missing']}: " + "; ".join(diag.verdict_basis.missing))
+    out.append("")
     if diag.symptoms:
         out.append(f"{L['symptoms']}:")
         for s in diag.symptoms:
@@ -29,7 +38,8 @@ def render_text(diag: Diagnosis, *, max_hypotheses: int = 5, verbose: bool = Fal
         out.append(f"  {L['none']}")
     for i, h in enumerate(diag.hypotheses[:max_hypotheses], 1):
         out.append(f"  {i}. {h.title}")
-        out.append(f"     {h.failure_mode}  score {h.score:.2f}  rules {', '.join(r.id for r in h.rules if r.supports)}")
+        out.append(f"     {h.failure_mode}  score {h.score:.2f}  {L['grade']} {grade_label(h.grade, diag.lang)}  "
+                   f"rules {', '.join(r.id for r in h.rules if r.supports)}")
         shown = set()
         for e in h.evidence:
             if e.text not in shown:
@@ -46,6 +56,15 @@ def render_text(diag: Diagnosis, *, max_hypotheses: int = 5, verbose: bool = Fal
                     out.append(f"           $ {st.command}")
         if verbose and h.references:
             out.append(f"     {L['refs']}: {', '.join(h.references)}")
+        out.append("")
+    if diag.split_step is not None:
+        st = diag.split_step
+        out.append(f"{L['split']}:")
+        out.append(f"  [{st.cost_label}] {st.action}")
+        if st.command:
+            out.append(f"      $ {st.command}")
+        if st.why:
+            out.append(f"      ({st.why})")
         out.append("")
     if diag.near_misses and verbose:
         out.append(f"{L['near']}:")

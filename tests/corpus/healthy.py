@@ -17,25 +17,27 @@ TITAN_LINE = ("[rank0]:[titan] 2025-03-24 17:50:{sec:02d},100 - root - INFO - st
 ITERATIONS = 20
 
 
-def loss_at(step: int) -> float:
-    return 3.0 - step / 100
+def loss_at(step: int, jitter: float = 0.0) -> float:
+    """The healthy curve; `jitter` adds a zero-mean wobble of that size (two devices never print the
+    same digits, and the same file twice is noticed as such)."""
+    return 3.0 - step / 100 + jitter * ((step * 7) % 3 - 1)
 
 
-def megatron_log(n: int = ITERATIONS) -> str:
+def megatron_log(n: int = ITERATIONS, jitter: float = 0.0) -> str:
     head = ["using world size: 8, data-parallel size: 8, context-parallel size: 1",
             "------------------------ arguments ------------------------",
             "  lr .............................................. 0.0003",
             "-------------------- end of arguments ---------------------"]
-    lines = [MEGATRON_LINE.format(sec=s % 60, s=s, c=8 * s, loss=loss_at(s)) for s in range(1, n + 1)]
+    lines = [MEGATRON_LINE.format(sec=s % 60, s=s, c=8 * s, loss=loss_at(s, jitter)) for s in range(1, n + 1)]
     return "\n".join(head + lines) + "\n"
 
 
-def hf_log(n: int = ITERATIONS) -> str:
-    return "\n".join(HF_LINE.format(loss=loss_at(s), epoch=s / n) for s in range(1, n + 1)) + "\n"
+def hf_log(n: int = ITERATIONS, jitter: float = 0.0) -> str:
+    return "\n".join(HF_LINE.format(loss=loss_at(s, jitter), epoch=s / n) for s in range(1, n + 1)) + "\n"
 
 
-def titan_log(n: int = ITERATIONS) -> str:
-    return "\n".join(TITAN_LINE.format(sec=s, s=s, loss=loss_at(s), gn=1.5) for s in range(1, n + 1)) + "\n"
+def titan_log(n: int = ITERATIONS, jitter: float = 0.0) -> str:
+    return "\n".join(TITAN_LINE.format(sec=s, s=s, loss=loss_at(s, jitter), gn=1.5) for s in range(1, n + 1)) + "\n"
 
 
 MEGATRON_SCRIPT = """#!/bin/bash
@@ -172,10 +174,11 @@ def trainer_state(n: int = ITERATIONS) -> dict:
 def write_run(root: Path, flavour: str, device: str, *, gelu_scale: float = 1.0) -> None:
     """One healthy run folder of the given flavour (megatron | hf | titan) on gpu or npu."""
     root.mkdir(parents=True, exist_ok=True)
+    jitter = 2e-4 if device == "npu" else 0.0
     (root / "env.txt").write_text(ENV[device])
     (root / "pip_freeze.txt").write_text(PIP[device])
     if flavour == "megatron":
-        (root / "train.log").write_text(megatron_log())
+        (root / "train.log").write_text(megatron_log(jitter=jitter))
         (root / "pretrain_gpt.sh").write_text(MEGATRON_SCRIPT)
         (root / "msprobe_config.json").write_text(json.dumps(MSPROBE_CONFIG, indent=1))
         rank = root / "msprobe_dump" / "step0" / "rank0"
@@ -194,7 +197,7 @@ def write_run(root: Path, flavour: str, device: str, *, gelu_scale: float = 1.0)
             cmp_dir.mkdir(parents=True)
             (cmp_dir / "compare_result_rank0_20250324175000.csv").write_text(compare_csv())
     elif flavour == "hf":
-        (root / "train.log").write_text(hf_log())
+        (root / "train.log").write_text(hf_log(jitter=jitter))
         (root / "run_train.sh").write_text(HF_SCRIPT)
         (root / "train_config.yaml").write_text(HF_CONFIG)
         ckpt = root / "output" / f"checkpoint-{ITERATIONS}"
@@ -202,7 +205,7 @@ def write_run(root: Path, flavour: str, device: str, *, gelu_scale: float = 1.0)
         (ckpt / "trainer_state.json").write_text(json.dumps(trainer_state(), indent=1))
         (root / "eval.json").write_text(json.dumps(EVAL, indent=1))
     elif flavour == "titan":
-        (root / "train.log").write_text(titan_log())
+        (root / "train.log").write_text(titan_log(jitter=jitter))
         (root / "run_train.sh").write_text(TITAN_SCRIPT)
         (root / "train_config.toml").write_text(TITAN_CONFIG)
     else:

@@ -12,6 +12,8 @@ pytest.importorskip("torch")
 from engine.demo import DEFAULT_FAULT, FAULTS, run_demo  # noqa: E402
 from engine.errors import PrecdxError  # noqa: E402
 
+pytestmark = pytest.mark.slow  # trains, dumps or fuzzes: outside the fast lane (pytest -m 'not slow')
+
 ITERATION = re.compile(r"^ \[[\d\- :.]+\] iteration\s+(\d+)/\s*(\d+) \|")
 STEPS = 12
 

@@ -8,6 +8,8 @@ from engine.diagnosis import diagnose  # noqa: E402
 from engine.errors import Warnings  # noqa: E402
 from engine.pipeline import collect, discover  # noqa: E402
 
+pytestmark = pytest.mark.slow  # trains, dumps or fuzzes: outside the fast lane (pytest -m 'not slow')
+
 
 @pytest.mark.parametrize("fault", sorted(demo.FAULTS))
 def test_fault_ranked_first(fault, tmp_path):

@@ -3,6 +3,8 @@ TOML configs, evaluation results), every collector's sniffer and the whole check
 never raise on any input; configs fail only with their own ConfigFileError."""
 from __future__ import annotations
 
+import pytest
+
 import tempfile
 from pathlib import Path
 
@@ -21,6 +23,8 @@ from engine.discovery import _read_hosts
 from engine.errors import Warnings
 
 from .strategies import bounded, dumps, json_values, junk_text, numbers_as_text, shell_text
+
+pytestmark = pytest.mark.slow  # trains, dumps or fuzzes: outside the fast lane (pytest -m 'not slow')
 
 ARTEFACT_NAMES = ["train.log", "env.txt", "pip_freeze.txt", "hosts.txt", "eval.json", "pretrain_gpt.sh",
                   "run_train.sh", "train_config.yaml", "train_config.toml", "ds_config.json", "dump.json",

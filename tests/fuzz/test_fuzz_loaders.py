@@ -3,6 +3,8 @@ nothing but PrecdxError on any input; facts that load survive serialisation, the
 renderers; mutated rules from the shipped pack either compile or fail with file:line."""
 from __future__ import annotations
 
+import pytest
+
 import copy
 import json
 import tempfile
@@ -23,6 +25,8 @@ from engine.rulepack.loader import load_rule_file, rule_files
 from engine.yamlsafe import load_yaml_file, load_yaml_text
 
 from .strategies import bounded, dumps, json_values, junk_text, numbers_as_text
+
+pytestmark = pytest.mark.slow  # trains, dumps or fuzzes: outside the fast lane (pytest -m 'not slow')
 
 YAML_PIECES = ["a", "b", ":", ": ", " ", "\n", "  ", "- ", "[", "]", "{", "}", ",", "&x ", "*x", "&y ", "*y",
                "!!str ", "!!int ", "!!float ", "!!binary ", "!!set ", "!!python/object:os.system ", "!x ", "<<: ",

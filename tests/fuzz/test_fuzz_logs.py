@@ -2,6 +2,8 @@
 line or any bytes; numbers they return are floats (NaN/Inf allowed), never strings or huge ints."""
 from __future__ import annotations
 
+import pytest
+
 import math
 import tempfile
 from pathlib import Path
@@ -21,6 +23,8 @@ from engine.collectors.logs.series import SeriesBuilder
 from engine.errors import PrecdxError, Warnings
 
 from .strategies import bounded, dumps, json_values, junk_text, log_lines, numbers_as_text
+
+pytestmark = pytest.mark.slow  # trains, dumps or fuzzes: outside the fast lane (pytest -m 'not slow')
 
 NUMERIC = ("step", "loss", "grad_norm", "lr", "loss_scale")
 

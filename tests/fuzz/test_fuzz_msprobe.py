@@ -4,6 +4,8 @@ The expected failures are bugs reported to the msprobe collector's owner (strict
 fixed, so the marker goes)."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import tempfile
 from pathlib import Path
@@ -18,6 +20,8 @@ from engine.errors import PrecdxError, Warnings
 from tests.corpus import healthy
 
 from .strategies import bounded, dumps, json_values, junk_text, numbers_as_text
+
+pytestmark = pytest.mark.slow  # trains, dumps or fuzzes: outside the fast lane (pytest -m 'not slow')
 
 GOOD_DUMP = json.dumps(healthy.dump_json(), indent=1).encode()
 STAT_KEYS = ["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "requires_grad", "md5", "value"]

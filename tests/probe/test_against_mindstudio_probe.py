@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains, dumps or fuzzes: outside the fast lane (pytest -m 'not slow')
+
 pytest.importorskip("torch")
 pytest.importorskip("msprobe", reason="mindstudio-probe is not installed in this environment")
 

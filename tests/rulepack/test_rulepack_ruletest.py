@@ -27,8 +27,12 @@ def _one(tmp_path, case, engine="python", rules=None):
     return results[0]
 
 
-def test_python_engine_always_available():
-    assert ENGINES[0] == "python"
+def test_both_engines_available_and_runnable(tmp_path, tiny_kb):
+    # durable-rules is a hard dependency: both matchers must be present, and each must run a case
+    assert set(ENGINES) == {"python", "durable"}
+    root = good_pack(tmp_path / "rules")
+    for engine in ENGINES:
+        assert all(r.passed for r in run_rule_tests(root, engine=engine))
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -142,7 +142,9 @@ def test_store_round_trip_update_expiry_and_isolation(store_url):
         gone = short.create("en")
         time.sleep(0.05)
         assert store.get(gone.id) is None and short.update(gone.id, lambda s: None) is None
-        assert short.purge_expired() >= 0
+        assert short.purge_expired() == 1   # exactly the expired session, and only once
+        assert short.purge_expired() == 0
+        assert store.get(b.id) is None and store.get(a.id) is not None
         short.close()
     finally:
         store.close()

@@ -1,0 +1,407 @@
+"""The symptom differential: from the symptoms a case shows to a ranked list of failure modes,
+using how each mode presents (the `presentation` block of its kb entry).
+
+Rules name causes from specific evidence. When the evidence is partial (two logs, one run, a
+reported behaviour) few or no rules fire, yet the symptoms alone already narrow the field: a
+NaN only on the target, a first-step gap of 13% that stays constant, reruns that differ from
+each other. This module turns the established symptoms and the shape of the loss error into a
+*profile*, scores every mode's presentation against it, and hands the ranking a bounded weight
+per mode (never above DIFFERENTIAL_CAP, so specific rule evidence keeps the upper hand).
+
+It also encodes the procedure's order (guide §2.4, §2.5): once a NaN/overflow is established on
+the target only, explanations that never present one are argued against ("NaN first").
+
+Frequencies in the kb are expert estimates (shared/domain-audit.md §5), not measured data; they
+act as priors only.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+DIFFERENTIAL_CAP = 0.42        # the best-fitting mode's weight (below a typical specific rule)
+MIN_WEIGHT = 0.08              # modes weaker than this (after normalising) are not listed
+MAX_MODES = 6
+NAN_FIRST_AGAINST = 0.35       # "NaN first": against modes that never present a NaN
+PRIOR = {"very_common": 1.0, "common": 0.75, "occasional": 0.5, "rare": 0.3}
+LIKELIHOOD = {"typical": 1.0, "possible": 0.45}
+ABSENT = 0.12                  # an established symptom the mode does not present
+SECONDARY_ABSENT = 0.7         # ... when that symptom is a consequence of another one (see SECONDARY)
+CHECKLIST_CLEAN_AGAINST = 0.3  # configs were read and no rule of a checklist-only mode fired
+# symptoms that follow from another established one: a loss gap moves the grad norm and the
+# downstream metrics too, so a mode is not penalised for not listing them
+SECONDARY = {"grad_norm_difference": {"first_step_difference", "long_run_difference"},
+             "downstream_gap": {"first_step_difference", "long_run_difference", "nan_overflow"},
+             "long_run_difference": {"first_step_difference", "nan_overflow"},
+             "spikes": {"nan_overflow"}}
+
+# symptom classes that say the runs differ (drive the verdict); overflow_hidden also does
+MISALIGNING = ("first_step_difference", "long_run_difference", "nan_overflow", "spikes",
+               "downstream_gap", "irreproducible", "grad_norm_difference", "overflow_hidden")
+SYMPTOM_LABEL = {
+    "first_step_difference": ("S1 first-step gap", "S1 首步差异"),
+    "long_run_difference": ("S2 long-run gap", "S2 长稳差异"),
+    "nan_overflow": ("S3 NaN/overflow", "S3 NaN/溢出"),
+    "spikes": ("S4 spikes", "S4 尖刺"),
+    "downstream_gap": ("S5 downstream gap", "S5 下游指标差异"),
+    "irreproducible": ("S6 not reproducible", "S6 不可复现"),
+    "grad_norm_difference": ("grad-norm gap", "grad norm 差异"),
+    "overflow_hidden": ("fewer overflows than the baseline", "溢出少于标杆"),
+}
+
+
+@dataclass
+class Profile:
+    """What the case shows, independent of any cause."""
+
+    symptoms: set[str] = field(default_factory=set)
+    runs: str | None = None            # target_only | both | rerun_differs
+    onset: str | None = None           # step1 | early | late
+    step1_magnitude: str | None = None  # none | noise | small | large
+    error_shape: str | None = None     # one_sided | zero_mean | constant_ratio | growing
+    steps_compared: int | None = None
+    rerun_difference: str | None = None   # tiny | large: how far the target's own rerun departs
+    notes: list[str] = field(default_factory=list)
+
+    def secondary(self, symptom: str) -> bool:
+        return bool(SECONDARY.get(symptom, set()) & self.symptoms)
+
+    def describe(self, lang: str = "en") -> str:
+        idx = 1 if lang == "zh" else 0
+        parts = [SYMPTOM_LABEL.get(s, (s, s))[idx] for s in sorted(self.symptoms)]
+        extra = []
+        for name, val in (("runs", self.runs), ("onset", self.onset), ("step-1 gap", self.step1_magnitude),
+                          ("error shape", self.error_shape)):
+            if val:
+                extra.append(f"{name} {val.replace('_', ' ')}")
+        text = ", ".join(parts) if parts else ("无已确立症状" if lang == "zh" else "no established symptom")
+        return text + (f" ({'; '.join(extra)})" if extra else "")
+
+
+def _num(v: Any) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _first(facts: Iterable[Any], ftype: str, **where) -> Any | None:
+    for f in facts:
+        if getattr(f, "type", None) != ftype:
+            continue
+        if all(getattr(f, k, None) == v for k, v in where.items()):
+            return f
+    return None
+
+
+# what a person reported (declared observations) that is itself a symptom: name -> (symptom, when)
+OBSERVED_SYMPTOMS = {
+    "downstream_metric_gap": ("downstream_gap", True),
+    "reproduces_on_rerun": ("irreproducible", False),
+    "generation_never_stops": ("downstream_gap", True),
+    "wrong_first_token": ("downstream_gap", True),
+    "downstream_score_dropped": ("downstream_gap", True),
+}
+
+
+def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
+    prof = Profile(symptoms=set(symptoms))
+    for f in facts:
+        if getattr(f, "type", None) == "observation":
+            hit = OBSERVED_SYMPTOMS.get(getattr(f, "name", ""))
+            if hit is not None and getattr(f, "value", None) is hit[1]:
+                prof.symptoms.add(hit[0])
+    lc = _first(facts, "loss_compare", role="target")
+    nc = _first(facts, "nan_compare", role="target")
+    sc = _first(facts, "spike_compare", role="target")
+    rr = _first(facts, "rerun_compare", role="target")
+    if lc is not None:
+        prof.steps_compared = getattr(lc, "steps_compared", None)
+        first = _num(getattr(lc, "first_step_rel_err", None))
+        if first is not None:
+            prof.step1_magnitude = ("none" if first < 0.001 else "noise" if first < 0.005
+                                    else "small" if first < 0.05 else "large")
+        mean = _num(getattr(lc, "mean_rel_err", None))
+        signed = _num(getattr(lc, "mean_signed_rel_err", None))
+        early = _num(getattr(lc, "mean_rel_err_early", None))
+        late = _num(getattr(lc, "mean_rel_err_late", None))
+        ratio_mean = _num(getattr(lc, "ratio_mean", None))
+        ratio_cv = _num(getattr(lc, "ratio_cv", None))
+        if mean is not None and mean > 0.002:
+            if (ratio_cv is not None and ratio_mean is not None and abs(ratio_mean - 1) > 0.03
+                    and ratio_cv < 0.25 * abs(ratio_mean - 1)):
+                prof.error_shape = "constant_ratio"
+            elif early is not None and late is not None and late > 2 * max(early, 1e-9) and late > 0.01:
+                prof.error_shape = "growing"
+            elif signed is not None and abs(signed) >= 0.7 * mean:
+                prof.error_shape = "one_sided"
+            elif signed is not None and abs(signed) <= 0.3 * mean:
+                prof.error_shape = "zero_mean"
+        over = getattr(lc, "first_rel_err_over_1pct_step", None)
+        start = getattr(lc, "first_step", None) or 1
+        n = prof.steps_compared or 0
+        if first is not None and first >= 0.005:
+            prof.onset = "step1"
+        elif over is not None and n:
+            prof.onset = "early" if (over - start) <= max(10, n // 5) else "late"
+    # where did a NaN show: on the target only, or on both sides
+    if "nan_overflow" in prof.symptoms:
+        prof.runs = "target_only"
+        if nc is not None and (getattr(nc, "baseline_nan_count", 0) or 0) > 0:
+            prof.runs = "both"
+        first_nan = None
+        if nc is not None:
+            first_nan = getattr(nc, "target_first_nan_step", None)
+        if first_nan is None:
+            ev = _first(facts, "log_event", role="target", kind="nan_in_grad")
+            first_nan = getattr(ev, "step", None) if ev is not None else None
+        if first_nan is not None and prof.onset is None:
+            n = prof.steps_compared or 0
+            prof.onset = "early" if first_nan <= max(10, n // 5) else "late"
+    if "spikes" in prof.symptoms and sc is not None and (getattr(sc, "baseline_spikes", 0) or 0) > 0:
+        prof.runs = prof.runs or "both"
+    if "irreproducible" in prof.symptoms:
+        prof.runs = "rerun_differs"
+        if rr is not None:
+            diff = _num(getattr(rr, "max_rel_diff", None))
+            if diff is not None:
+                prof.rerun_difference = "tiny" if diff < 1e-3 else "large"
+            # the target differs from its own rerun about as much as from the baseline: the gap to
+            # the baseline is the run-to-run spread, not a second symptom
+            spread = _num(getattr(rr, "mean_rel_diff", None))
+            gap = _num(getattr(lc, "mean_rel_err", None)) if lc is not None else None
+            if spread is not None and gap is not None and spread >= 0.5 * gap:
+                prof.symptoms -= {"first_step_difference", "long_run_difference", "grad_norm_difference"}
+                prof.notes.append("gap_within_rerun_spread")
+    # a rerun of the target that ran clean where the target hit a NaN: the NaN does not reproduce
+    if "nan_overflow" in prof.symptoms and rr is not None:
+        rerun_nan = _first(facts, "nan_compare", role="target_rerun")
+        rerun_ev = _first(facts, "log_event", role="target_rerun", kind="nan_in_grad")
+        if rerun_ev is None and (rerun_nan is None or not getattr(rerun_nan, "target_nan_count", 0)):
+            prof.symptoms.add("irreproducible")
+            prof.notes.append("nan_not_reproduced")
+    if prof.runs is None and prof.symptoms & {"first_step_difference", "long_run_difference",
+                                              "grad_norm_difference", "spikes"}:
+        prof.runs = "target_only"
+    # an S1 gap that does not grow makes the S2 reading redundant (the same gap, seen later)
+    if ("first_step_difference" in prof.symptoms and "long_run_difference" in prof.symptoms
+            and prof.error_shape in ("constant_ratio", "one_sided", None) and lc is not None):
+        early = _num(getattr(lc, "mean_rel_err_early", None))
+        late = _num(getattr(lc, "mean_rel_err_late", None))
+        if early is not None and late is not None and late <= early * 1.2:
+            prof.symptoms.discard("long_run_difference")
+    return prof
+
+
+_MAG_ORDER = ("none", "noise", "small", "large")
+
+
+def _match(expected: str | None, observed: str | None, *, hit: float, miss: float,
+           order: tuple[str, ...] | None = None) -> float:
+    if expected in (None, "any") or observed is None:
+        return 1.0
+    if expected == observed:
+        return hit
+    if order and expected in order and observed in order:
+        if abs(order.index(expected) - order.index(observed)) == 1:
+            return (1.0 + miss) / 2
+    return miss
+
+
+def score_mode(pres: Any, prof: Profile) -> float:
+    """How well one presentation explains the profile (unnormalised, prior included)."""
+    lik = 1.0
+    for s in prof.symptoms:
+        floor = SECONDARY_ABSENT if prof.secondary(s) else ABSENT
+        lik *= max(LIKELIHOOD.get(pres.symptoms.get(s), 0.0), floor)
+    typical = [s for s, v in pres.symptoms.items() if v == "typical"]
+    if typical and not any(s in prof.symptoms for s in pres.symptoms):
+        lik *= 0.3  # none of the mode's symptoms is present
+    runs = pres.runs
+    if runs == "rerun_differs" and prof.runs != "rerun_differs":
+        lik *= 0.35
+    elif runs == "both" and prof.runs == "target_only":
+        lik *= 0.35
+    elif runs == "target_only" and prof.runs == "both":
+        lik *= 0.3
+    lik *= _match(pres.onset, prof.onset, hit=1.15, miss=0.6)
+    lik *= _match(pres.step1_magnitude, prof.step1_magnitude, hit=1.15, miss=0.45, order=_MAG_ORDER)
+    lik *= _match(pres.error_shape, prof.error_shape, hit=1.2, miss=0.7)
+    lik *= _match(getattr(pres, "rerun_difference", "any"), prof.rerun_difference, hit=1.3, miss=0.4)
+    return lik * PRIOR.get(pres.frequency, 0.5)
+
+
+@dataclass
+class DifferentialEntry:
+    mode: str
+    weight: float
+    fit: float
+
+
+def differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
+    """Modes ranked by how well their presentation explains the profile; empty when the case
+    shows no misaligning symptom."""
+    if not prof.symptoms & set(MISALIGNING):
+        return []
+    raw: dict[str, float] = {}
+    for mid, entry in kb.items():
+        pres = getattr(entry, "presentation", None)
+        if pres is None or getattr(entry, "verdict", "misaligned") != "misaligned":
+            continue
+        if not getattr(entry, "canonical", True):
+            continue  # extras (RL) join only through their own rules
+        raw[mid] = score_mode(pres, prof)
+    if not raw:
+        return []
+    top = max(raw.values())
+    if top <= 0:
+        return []
+    out = [DifferentialEntry(m, round(DIFFERENTIAL_CAP * v / top, 4), v) for m, v in raw.items()]
+    out = [e for e in out if e.weight >= MIN_WEIGHT]
+    out.sort(key=lambda e: (-e.weight, e.mode))
+    return out[:MAX_MODES]
+
+
+def checklist_only_modes(pack: Any) -> set[str]:
+    """Modes every supporting rule of which reads only checklist facts (configs, env, pip): when the
+    checklist was read and none of them fired, the checklist found nothing for these modes."""
+    from engine.facts import REGISTRY
+
+    def checklist_type(t: str) -> bool:
+        spec = REGISTRY.get(t)
+        return spec is not None and set(getattr(spec, "collectors", ()) or ()) <= {"checklist"}
+
+    reads: dict[str, bool] = {}
+    for rule in pack.rules:
+        types = {p.fact_type for alt in rule.alternatives for p in alt.positives}
+        only = bool(types) and all(checklist_type(t) or t == "run" for t in types) and any(
+            checklist_type(t) for t in types)
+        for m in rule.rule.failure_modes:
+            reads[m] = reads.get(m, True) and only
+    return {m for m, only in reads.items() if only}
+
+
+def checklist_against(facts: list[Any], pack: Any, fired_modes: set[str], modes: Iterable[str]) -> dict[str, float]:
+    """The checklist was read (configs / listings present) and found nothing: argue against the
+    modes only the checklist can show."""
+    configs = next(p for p in _probes() if p.id == "configs")
+    if not _present(facts, configs):
+        return {}
+    only = checklist_only_modes(pack)
+    return {m: CHECKLIST_CLEAN_AGAINST for m in modes if m in only and m not in fired_modes}
+
+
+def procedure_against(prof: Profile, kb: dict[str, Any], modes: Iterable[str]) -> dict[str, float]:
+    """The procedure's order as contradicting weight: with a NaN established on the target only,
+    modes that never present a NaN are explanations of a later stage."""
+    out: dict[str, float] = {}
+    if "nan_overflow" in prof.symptoms and prof.runs == "target_only":
+        for mid in modes:
+            pres = getattr(kb.get(mid), "presentation", None)
+            if pres is not None and "nan_overflow" not in pres.symptoms:
+                out[mid] = NAN_FIRST_AGAINST
+    return out
+
+
+# ---------------------------------------------------------------- the step that splits it
+@dataclass(frozen=True)
+class Probe:
+    """A piece of evidence a user can add, the fact types it brings, and what it costs."""
+
+    id: str
+    cost: str
+    fact_types: frozenset[str]
+    action: tuple[str, str]       # en, zh
+    command: str | None
+    why: tuple[str, str]
+
+
+def _probes() -> tuple[Probe, ...]:
+    from engine.facts import REGISTRY
+
+    by_collector: dict[str, set[str]] = {}
+    for name, spec in REGISTRY.items():
+        for c in getattr(spec, "collectors", ()) or ():
+            by_collector.setdefault(c, set()).add(name)
+    checklist = frozenset(by_collector.get("checklist", set()))
+    msprobe = frozenset(by_collector.get("msprobe", set()))
+    return (
+        Probe("configs", "read", checklist,
+              ("Add both runs' launch script / training config, `env` listing and `pip freeze` beside each log "
+               "(baseline/ and target/) and diagnose again",
+               "在 baseline/ 与 target/ 日志旁补充两侧的启动脚本/训练配置、`env` 输出与 `pip freeze`，然后重新诊断"),
+              "env > target/env.txt && pip freeze > target/pip_freeze.txt   # on each machine, next to its log",
+              ("the checklist (configuration, environment, library versions) comes first in the guide's "
+               "procedure and is free to read",
+               "检查清单（配置、环境、库版本）是定位流程的第一步，且无需额外运行")),
+        Probe("target_rerun", "rerun", frozenset({"rerun_compare"}),
+              ("Rerun the target job unchanged (same seed and data) with its log in target_rerun/ and diagnose again",
+               "原样重跑目标侧作业（相同种子和数据），日志放在 target_rerun/ 下后重新诊断"),
+              None,
+              ("a rerun that differs separates randomness and nondeterminism from a deterministic difference",
+               "重跑结果若不同，即可把随机性/不确定性与确定性差异区分开")),
+        Probe("dump", "dump", msprobe,
+              ("Dump the first diverging step on both sides with msprobe (task statistics, level mix) into "
+               "msprobe_dump/ of each run and diagnose again",
+               "用 msprobe 在两侧 dump 首个出现差异的 step（task statistics，level mix），放入各自的 msprobe_dump/ 后重新诊断"),
+              None,
+              ("the first diverging or first non-finite API names the operator, the module or the data",
+               "首个出现差异或非有限值的 API 能指出具体算子、模块或数据")),
+    )
+
+
+def _present(facts: list[Any], probe: Probe) -> bool:
+    if probe.id == "target_rerun":
+        return any(getattr(f, "type", None) == "rerun_compare" and getattr(f, "role", None) == "target"
+                   for f in facts)
+    if probe.id == "configs":
+        # a run whose configuration was read leaves config_value / env_switch facts behind
+        return any(getattr(f, "type", None) in ("config_value", "config_diff", "env_switch", "library_version")
+                   for f in facts)
+    return any(getattr(f, "type", None) in probe.fact_types for f in facts)
+
+
+def probe_modes(pack: Any, probe: Probe) -> set[str]:
+    """The modes the probe's facts can confirm or exclude: every mode a rule reading them names."""
+    decided: set[str] = set()
+    for rule in pack.rules:
+        types = {p.fact_type for alt in rule.alternatives for p in (*alt.positives, *alt.negatives)}
+        if types & probe.fact_types:
+            decided.update(rule.rule.failure_modes)
+            decided.update(rule.rule.against)
+    return decided
+
+
+def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: str = "en") -> dict | None:
+    """The cheapest missing piece of evidence that best splits the belief over modes: for each
+    probe, the mass of the modes its facts can confirm or exclude (via the pack's rules), valued
+    mass x (1 - mass) (an even split is worth most) per cost weight."""
+    from engine.rulepack.schema import COST_LABELS, COST_LABELS_ZH
+
+    total = sum(belief.values())
+    if total <= 0:
+        return None
+    dist = {m: v / total for m, v in belief.items()}
+    cost_weight = {"read": 1.0, "rerun": 2.0, "dump": 4.0, "long_run": 8.0, "cluster": 16.0}
+    best = None
+    for probe in _probes():
+        if _present(facts, probe):
+            continue
+        decided = probe_modes(pack, probe)
+        mass = sum(p for m, p in dist.items() if m in decided)
+        if mass <= 0:
+            continue
+        value = (mass * (1.0 - mass) + 0.25 * mass) / cost_weight[probe.cost]
+        if best is None or value > best[0]:
+            best = (value, probe, sorted(m for m in dist if m in decided))
+    if best is None:
+        return None
+    _, probe, modes = best
+    idx = 1 if lang == "zh" else 0
+    return {"id": probe.id, "action": probe.action[idx], "command": probe.command, "why": probe.why[idx],
+            "cost": probe.cost, "cost_label": (COST_LABELS_ZH if lang == "zh" else COST_LABELS)[probe.cost],
+            "modes": modes}

@@ -1,0 +1,243 @@
+"""The symptom differential, the verdict from symptoms, evidence grades and declared experiments
+(issue 12). Facts are written inline; the kb's presentation table is exercised both through a
+small synthetic kb (the mechanism) and the real one (the product)."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from engine import differential as dx
+from engine.diagnosis import diagnose
+from engine.errors import Warnings
+from engine.facts import FactSet, parse_fact
+from engine.kb import Presentation, load_kb
+
+
+def _facts(*items: dict) -> FactSet:
+    return FactSet(parse_fact(dict(i)) for i in items)
+
+
+RUNS = ({"type": "run", "role": "baseline", "name": "baseline", "framework": "megatron", "device": "gpu"},
+        {"type": "run", "role": "target", "name": "target", "framework": "megatron", "device": "npu"})
+
+
+def loss(**kw) -> dict:
+    base = {"type": "loss_compare", "run": "target", "role": "target", "against": "baseline",
+            "steps_compared": 150, "first_step": 1}
+    base.update(kw)
+    return base
+
+
+def _diag(*items, **kw):
+    return diagnose(_facts(*RUNS, *items), engine="python", warnings=Warnings(), **kw)
+
+
+def _texts(diag) -> list[str]:
+    out = [diag.summary]
+    for h in diag.hypotheses:
+        out += [e.text for e in h.evidence] + [s.action for s in h.next_steps] + [s.why for s in h.next_steps]
+    for s in diag.symptoms:
+        out += [e.text for e in s.evidence]
+    return out
+
+
+# ---------------------------------------------------------------- the mechanism (synthetic kb)
+def _entry(**pres) -> SimpleNamespace:
+    return SimpleNamespace(verdict="misaligned", presentation=Presentation(**pres))
+
+
+SYNTH = {
+    "nan.a": _entry(symptoms={"nan_overflow": "typical"}, runs="target_only", onset="late", step1_magnitude="none",
+                    error_shape="any", frequency="common"),
+    "data.b": _entry(symptoms={"first_step_difference": "typical"}, runs="target_only", onset="step1",
+                     step1_magnitude="large", error_shape="any", frequency="very_common"),
+    "det.c": _entry(symptoms={"irreproducible": "typical"}, runs="rerun_differs", onset="any", step1_magnitude="any",
+                    error_shape="zero_mean", frequency="common"),
+    "bad.both": _entry(symptoms={"nan_overflow": "typical", "spikes": "typical"}, runs="both", onset="any",
+                       step1_magnitude="none", error_shape="any", frequency="occasional"),
+}
+
+
+def test_no_symptom_no_differential():
+    assert dx.differential(dx.Profile(), SYNTH) == []
+
+
+def test_nan_on_target_ranks_nan_modes_first():
+    prof = dx.Profile(symptoms={"nan_overflow"}, runs="target_only", onset="late", step1_magnitude="none")
+    ranked = dx.differential(prof, SYNTH)
+    assert ranked[0].mode == "nan.a" and ranked[0].weight == pytest.approx(dx.DIFFERENTIAL_CAP)
+    # a NaN present on both sides points elsewhere
+    prof_both = dx.Profile(symptoms={"nan_overflow"}, runs="both", onset="late", step1_magnitude="none")
+    assert dx.differential(prof_both, SYNTH)[0].mode == "bad.both"
+
+
+def test_procedure_order_argues_against_modes_without_nan():
+    prof = dx.Profile(symptoms={"nan_overflow"}, runs="target_only")
+    against = dx.procedure_against(prof, SYNTH, ["nan.a", "data.b", "det.c"])
+    assert set(against) == {"data.b", "det.c"}
+    assert dx.procedure_against(dx.Profile(symptoms={"nan_overflow"}, runs="both"), SYNTH, ["data.b"]) == {}
+
+
+def test_profile_reads_shape_and_magnitude():
+    facts = list(_facts(loss(first_step_rel_err=0.13, mean_rel_err=0.134, mean_signed_rel_err=0.134,
+                             mean_rel_err_early=0.148, mean_rel_err_late=0.125, ratio_mean=1.134, ratio_cv=0.015)))
+    prof = dx.build_profile(facts, {"first_step_difference", "long_run_difference"})
+    assert prof.step1_magnitude == "large" and prof.onset == "step1"
+    assert prof.error_shape == "constant_ratio"
+    # the same gap seen later is not a second symptom
+    assert prof.symptoms == {"first_step_difference"}
+
+
+def test_nan_that_the_rerun_does_not_reproduce_is_irreproducible():
+    facts = list(_facts(
+        {"type": "log_event", "run": "target", "role": "target", "kind": "nan_in_grad", "count": 1, "step": 23},
+        {"type": "rerun_compare", "role": "target", "run": "target", "rerun": "target_rerun", "steps_compared": 23,
+         "identical": False, "max_rel_diff": 7e-5}))
+    prof = dx.build_profile(facts, {"nan_overflow"})
+    assert {"nan_overflow", "irreproducible"} <= prof.symptoms and "nan_not_reproduced" in prof.notes
+
+
+# ---------------------------------------------------------------- verdict from symptoms
+def test_nan_crash_is_misaligned_even_without_a_cause():
+    if not any(getattr(e, "presentation", None) for e in load_kb().values()):
+        pytest.skip("kb has no presentation blocks yet")
+    d = _diag({"type": "log_event", "run": "target", "role": "target", "kind": "nan_in_grad", "count": 1, "step": 37},
+              loss(steps_compared=37, stopped_early=True, first_step_rel_err=7e-5, mean_rel_err=3e-5))
+    assert d.verdict == "misaligned"
+    assert d.verdict_basis.kind == "symptoms"
+    assert "nan_overflow" in d.profile.symptoms
+    assert d.hypotheses, "a case with a symptom never gets an empty list"
+
+
+def test_short_run_without_band_is_only_provisionally_aligned():
+    d = _diag(loss(steps_compared=20, first_step_rel_err=0.0004, first_step_abs_err=0.001, mean_rel_err=0.0008,
+                   mean_rel_err_early=0.0008, mean_rel_err_late=0.0008, mean_signed_rel_err=0.0001))
+    assert d.verdict == "aligned" and d.verdict_basis.kind == "provisional"
+    assert any("baseline rerun" in m for m in d.verdict_basis.missing)
+    assert any("1000" in m for m in d.verdict_basis.missing)
+    assert "provisional" in d.summary
+
+
+def test_long_run_meeting_the_documented_acceptance_is_accepted():
+    d = _diag(loss(steps_compared=1500, first_step_rel_err=0.0004, first_step_abs_err=0.001, mean_rel_err=0.002,
+                   mean_rel_err_early=0.002, mean_rel_err_late=0.002, mean_signed_rel_err=0.0001),
+              {"type": "grad_norm_compare", "run": "target", "role": "target", "against": "baseline",
+               "steps_compared": 1500, "first_step_rel_err": 0.01, "mean_rel_err": 0.03})
+    assert d.verdict == "aligned" and d.verdict_basis.kind == "accepted"
+
+
+def test_one_sided_error_is_not_accepted():
+    d = _diag(loss(steps_compared=1500, first_step_rel_err=0.0004, first_step_abs_err=0.001, mean_rel_err=0.008,
+                   mean_rel_err_early=0.008, mean_rel_err_late=0.008, mean_signed_rel_err=0.008),
+              {"type": "grad_norm_compare", "run": "target", "role": "target", "against": "baseline",
+               "steps_compared": 1500, "mean_rel_err": 0.03})
+    assert d.verdict_basis.kind != "accepted"
+
+
+def test_grad_norm_gap_alone_is_a_symptom():
+    d = _diag(loss(steps_compared=40, first_step_rel_err=0.0001, first_step_abs_err=0.0002, mean_rel_err=0.0003,
+                   mean_rel_err_early=0.0003, mean_rel_err_late=0.0003),
+              {"type": "grad_norm_compare", "run": "target", "role": "target", "against": "baseline",
+               "steps_compared": 40, "first_step_rel_err": 0.655, "mean_rel_err": 0.64})
+    assert d.verdict == "misaligned" and "grad_norm_difference" in d.profile.symptoms
+
+
+def test_config_difference_with_matching_curves_is_a_warning_not_misaligned():
+    d = _diag(loss(steps_compared=200, first_step_rel_err=0.0002, first_step_abs_err=0.0005, mean_rel_err=0.0004,
+                   mean_rel_err_early=0.0004, mean_rel_err_late=0.0004, mean_signed_rel_err=0.00001),
+              {"type": "library_diff", "pair": "target~baseline", "role": "target", "ref_role": "baseline",
+               "package": "deepspeed", "baseline": "0.17.5", "target": "0.17.6", "key_library": True, "category": "framework"})
+    assert d.verdict == "aligned"
+
+
+# ---------------------------------------------------------------- evidence rows and texts
+def test_no_question_marks_in_texts_and_booleans_shown():
+    d = _diag({"type": "log_event", "run": "target", "role": "target", "kind": "nan_in_grad", "count": 1},
+              loss(steps_compared=37, stopped_early=True, first_step_rel_err=0.02, first_step_abs_err=0.05,
+                   mean_rel_err=0.02))
+    for text in _texts(d):
+        assert "?" not in text.replace("twice?", ""), text
+    rows = [e for h in d.hypotheses for e in h.evidence] + [e for s in d.symptoms for e in s.evidence]
+    assert all(e.role in (None, "target", "baseline", "target_rerun", "baseline_rerun") for e in rows)
+
+
+def test_missing_field_drops_its_clause():
+    from engine.diagnosis import render_template
+    fact = parse_fact({"type": "log_event", "run": "target", "role": "target", "kind": "nan_in_grad", "count": 2})
+    out = render_template("The NaN check fired ({e.count} lines, first at step {e.step}); stop.", {"e": fact})
+    assert "?" not in out and "step" not in out and out.endswith("stop.")
+
+
+# ---------------------------------------------------------------- grades
+def test_grades_follow_the_strongest_stage():
+    d = _diag(loss(first_step_rel_err=0.08, first_step_abs_err=0.2, mean_rel_err=0.06, mean_rel_err_early=0.07,
+                   mean_rel_err_late=0.05, mean_signed_rel_err=0.06),
+              {"type": "config_diff", "pair": "target~baseline", "role": "target", "ref_role": "baseline",
+               "name": "lr", "category": "hyperparameter", "baseline": "3e-4", "target": "0.003", "presence": "both",
+               "rel_change": 9.0, "relevant": True, "path_only": False, "same_framework": True})
+    top = d.hypotheses[0]
+    assert top.failure_mode == "config.hyperparameter_mismatch" and top.grade == "checklist"
+    body = json.loads(d.model_dump_json())
+    assert all("grade" in h for h in body["hypotheses"])
+
+
+# ---------------------------------------------------------------- declared experiments
+ZERO = {"type": "config_diff", "pair": "target~baseline", "role": "target", "ref_role": "baseline",
+        "name": "zero_stage", "category": "parallel", "baseline": "1", "target": "2", "presence": "both",
+        "relevant": True, "path_only": False, "same_framework": True}
+DRIFT = loss(steps_compared=200, first_step_rel_err=0.0002, first_step_abs_err=0.0005, mean_rel_err=0.03,
+             mean_rel_err_early=0.005, mean_rel_err_late=0.06, mean_signed_rel_err=0.03)
+
+
+def test_declared_change_is_the_trigger_not_the_cause():
+    plain = _diag(ZERO, DRIFT)
+    assert plain.hypotheses[0].failure_mode == "config.parallel_strategy_mismatch"
+    mechanisms = {h.failure_mode for h in plain.hypotheses if any(r.id == "MECHANISM" for r in h.rules)}
+    assert "numerics.grad_accumulation_low_precision" in mechanisms  # the only knob: its mechanisms are listed
+    declared = _diag(ZERO, DRIFT, {"type": "declared_change", "name": "zero_stage", "raw": "--zero-stage"})
+    modes = [h.failure_mode for h in declared.hypotheses]
+    assert "config.parallel_strategy_mismatch" not in modes
+    assert modes[0] in {"numerics.grad_accumulation_low_precision", "framework.optimizer_wrapper_bug",
+                        "communication.unprotected_buffer", "framework.grad_norm_definition"}
+    assert any("declared change" in w["message"] for w in declared.warnings)
+
+
+def test_declared_library_version_points_at_its_changelog():
+    d = _diag(DRIFT, {"type": "library_diff", "pair": "target~baseline", "role": "target", "ref_role": "baseline",
+                      "package": "deepspeed", "baseline": "0.17.5", "target": "0.17.6", "key_library": True, "category": "framework"},
+              {"type": "declared_change", "name": "deepspeed"})
+    lib = next(h for h in d.hypotheses if h.failure_mode == "env.library_version_mismatch")
+    assert any("changelog" in s.action for s in lib.next_steps)
+
+
+def test_changed_option_through_the_cli(tmp_path):
+    from click.testing import CliRunner
+    from engine.cli import main
+
+    facts = tmp_path / "f.json"
+    facts.write_text(json.dumps([*RUNS, ZERO, DRIFT]))
+    res = CliRunner().invoke(main, ["diagnose", "--facts", str(facts), "--changed", "--zero-stage",
+                                    "--format", "json", "--engine", "python"])
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.output)
+    assert body["hypotheses"][0]["failure_mode"] != "config.parallel_strategy_mismatch"
+
+
+def test_case_yaml_declares_changes(tmp_path):
+    from engine.cli import _declare_changes
+    (tmp_path / "case.yaml").write_text("changed: [context-parallel-size]\n")
+    facts = FactSet()
+    _declare_changes(facts, str(tmp_path), (), Warnings())
+    assert [f.name for f in facts] == ["context_parallel_size"]
+
+
+# ---------------------------------------------------------------- the real kb
+def test_every_symptom_class_yields_a_differential_with_the_real_kb():
+    kb = load_kb()
+    if not any(getattr(e, "presentation", None) for e in kb.values()):
+        pytest.skip("kb has no presentation blocks yet")
+    for symptom in dx.MISALIGNING:
+        ranked = dx.differential(dx.Profile(symptoms={symptom}), kb)
+        assert ranked, symptom
