@@ -131,13 +131,16 @@ _BAD = object()
 
 
 def _stat_value(v: Any) -> Any:
-    """A statistic as a number (None when absent); _BAD when it is not a number (a list, a bool,
-    text that is no number, an integer beyond float range)."""
+    """A statistic as a number (None when absent); _BAD when it is not a number (a list, text
+    that is no number, an integer beyond float range). Booleans are valid: msprobe writes the
+    Max/Min of a bool tensor (an attention mask) as true/false, read here as 1/0."""
     t = type(v)
     if t is float:
         return _num(v)
     if v is None:
         return None
+    if t is bool:
+        return int(v)
     if t is int:
         try:
             float(v)
