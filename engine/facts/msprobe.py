@@ -153,10 +153,11 @@ class NondeterministicApi(Fact):
     api_name: str = F("API name without call index and direction")
     family: Family = F(_FAMILY)
     direction: Direction = F("forward or backward")
-    kind: Literal["nondeterministic_op", "input_differs"] = F(
+    kind: Literal["nondeterministic_op", "input_differs", "nonfinite_differs"] = F(
         "nondeterministic_op: identical inputs, different output (the operator is not reproducible); "
         "input_differs: the first difference is already in an input (data, weights or an operator the "
-        "dump did not capture)")
+        "dump did not capture); nonfinite_differs: identical inputs, but the output is Inf/NaN in one "
+        "run only (not rounding order: memory overwritten or a hardware fault)")
     module: Optional[str] = F("module path from construct.json", match=False)
     code_line: Optional[str] = F("user code line from stack.json", match=False)
     order_index: Int | None = F("position in the dump's execution order", unit="count")
