@@ -118,8 +118,9 @@ class FirstNan(Fact):
     role: Role = F("role of that run")
     step: Int = F("msprobe step", unit="steps")
     rank: Int = F("rank of this dump")
-    method: Literal["ours", "overflow_check"] = F(
-        "who located it: our scan of the dump, or msprobe overflow_check's anomaly_analyze json")
+    method: Literal["ours", "overflow_check", "msprobe_compare"] = F(
+        "who located it: our scan of the dump, msprobe overflow_check's anomaly_analyze json, or "
+        "our scan of the target rows of an msprobe compare result")
     api: str = F("full msprobe entry name of the first API with an Inf/NaN")
     api_name: str = F("API name without call index and direction")
     family: Family = F(_FAMILY)
