@@ -250,6 +250,14 @@ class MonitorAnomaly(Fact):
     table: str = F("monitor table: actv, actv_grad, grad_reduced, grad_unreduced, ...")
     value: Num | None = F("value that triggered the alert")
     benign: Bool = F("a known false alarm: gradient of a model input without gradient (token ids)")
+    module: str = F("module (or owner of the parameter) the tensor belongs to, e.g. block.mlp.fc1",
+                    default="")
+    category: Literal["activation", "activation_grad", "gradient", "optimizer_state", "parameter", "other"] = F(
+        "what is monitored: activation (module input/output), activation_grad, gradient (weight "
+        "gradients, reduced or not), optimizer_state (exp_avg, exp_avg_sq), parameter", default="other")
+    call: Int | None = F("order of the monitored call within the step (from the alert's key)", unit="count")
+    first: Bool = F("the run's earliest alert that is not a known false alarm (lowest step, then call "
+                    "order; per rank)", default=False)
 
 
 @fact_type("config_check_result", collectors=("msprobe",), identity=("run", "section", "item"))

@@ -386,11 +386,24 @@ def _checks(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
 
 def _monitor(case: Case, warnings: Warnings) -> Iterator[Fact]:
     for run in case.runs:
+        alerts: list[tuple[monitor.Alert, str]] = []
         for art in run.files("msprobe.monitor_alerts"):
-            for a in _guard(warnings, art.path, monitor.read_alerts) or []:
-                yield make("monitor_anomaly", run=run.name, role=run.role, rank=a.rank, step=a.step,
-                           rule=a.rule, tag=a.tag, target=a.target, table=a.table, value=a.value,
-                           benign=a.benign, source=str(art.path))
+            alerts += [(a, str(art.path)) for a in _guard(warnings, art.path, monitor.read_alerts) or []]
+        firsts: dict[int, tuple] = {}
+        for a, _src in alerts:
+            if not a.benign:
+                key = (a.step, a.call if a.call is not None else 1 << 62, a.tag)
+                firsts[a.rank] = min(firsts.get(a.rank, key), key)
+        seen: set[tuple[int, str, int]] = set()
+        for a, src in alerts:
+            if (a.rank, a.tag, a.step) in seen:   # anomaly.json and anomaly_analyse.json repeat records
+                continue
+            seen.add((a.rank, a.tag, a.step))
+            first = not a.benign and firsts.get(a.rank) == (a.step, a.call if a.call is not None else 1 << 62, a.tag)
+            yield make("monitor_anomaly", run=run.name, role=run.role, rank=a.rank, step=a.step,
+                       rule=a.rule, tag=a.tag, target=a.target, table=a.table, value=a.value,
+                       benign=a.benign, module=a.module, category=a.category, call=a.call,
+                       first=first, source=src)
     baseline = case.main("baseline")
     if baseline is None:
         return
