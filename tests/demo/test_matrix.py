@@ -7,7 +7,17 @@ import pytest
 
 pytest.importorskip("torch")
 
-from engine.demo.matrix import FORMS, msprobe_cli, run_matrix, summarise  # noqa: E402
+import importlib.util  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+_SPEC = importlib.util.spec_from_file_location(
+    "evalmatrix", Path(__file__).resolve().parents[2] / "bench" / "evalmatrix.py")
+evalmatrix = importlib.util.module_from_spec(_SPEC)
+sys.modules["evalmatrix"] = evalmatrix   # (dataclasses look their module up there)
+_SPEC.loader.exec_module(evalmatrix)
+FORMS, msprobe_cli, run_matrix, summarise = (evalmatrix.FORMS, evalmatrix.msprobe_cli, evalmatrix.run_matrix,
+                                             evalmatrix.summarise)
 
 
 def test_nan_fault_in_every_evidence_form(tmp_path):

@@ -1,4 +1,4 @@
-"""Evaluation matrix (issue 14): demo-lab faults x the evidence forms people actually send --
+"""Evaluation matrix library for bench/matrix (issue 14; kept out of engine/: it runs the msprobe CLI): demo-lab faults x the evidence forms people actually send --
 the whole case, the dumps only, msprobe's compare CSVs only (written by the real `msprobe
 compare` when mindstudio-probe is installed), and a one-sided dump of the failing run(s) only --
 each diagnosed, scored top-1 / top-3 / verdict per form and per fault. Seeds make every case
