@@ -25,6 +25,17 @@ from engine.rulepack.ruletest import case_counts, load_cases
 AUDIT_SCHEMA_VERSION = "1"
 KINDS = ("positive", "negative", "insufficient")
 
+# Collected fact types that no rule needs to read, each with the reason it was accepted. Every
+# other collected fact type is evidence and must be read by some rule: `precdx audit` fails while
+# one is not (a collector producing facts nobody weighs is either dead code or a missing rule).
+# Keep this short; an entry here is a reviewed decision, not a way to silence the audit.
+DESCRIPTIVE_FACT_TYPES: dict[str, str] = {
+    "run": "which runs take part and what was found in each: context for reports and the planner",
+    "group_summary": "the grouped runs of a side taken together; the evidence is each group_outlier",
+    "structure_summary": "the size of one run's model listing; the evidence is structure_diff",
+    "library_version": "one run's installed versions; the evidence is library_diff between runs",
+}
+
 
 def _rule_row(lr: Any, counts: Counter, known_modes: set[str]) -> dict[str, Any]:
     rule = lr.rule
@@ -107,10 +118,30 @@ def build_audit(rules_path: str | Path | None = None, *, kb_path: str | Path | N
         "untested_rules": [r["id"] for r in rule_rows
                            if r["status"] != "deprecated" and not (r["tests"]["positive"] and r["tests"]["negative"])],
         "uncollectable_rules": [r["id"] for r in rule_rows if not r["collectable"]],
-        "unread_fact_types": sorted(set(REGISTRY) - read_types),
+        "unread_fact_types": sorted(t for t in set(REGISTRY) - read_types
+                                    if _collected(t) and t not in DESCRIPTIVE_FACT_TYPES),
+        "descriptive_fact_types": {t: why for t, why in sorted(DESCRIPTIVE_FACT_TYPES.items())
+                                   if t in REGISTRY and t not in read_types},
+        "stale_descriptive": sorted(t for t in DESCRIPTIVE_FACT_TYPES if t not in REGISTRY or t in read_types),
         "cases": {"total": len(cases), "broken": broken,
                   "unknown_rule": [c.case_id for c in cases if c.error is None and c.rule not in names]},
     }
+
+
+def _collected(ftype: str) -> bool:
+    """A fact type some collector (not only a person) produces."""
+    return any(c != "user" for c in REGISTRY[ftype].collectors)
+
+
+def audit_failures(report: dict[str, Any]) -> list[str]:
+    """What makes `precdx audit` fail regardless of coverage: collected fact types no rule
+    reads (outside the reviewed descriptive list), and stale entries of that list."""
+    out = [f"fact type {t} is collected but no rule reads it (write a rule that weighs it, stop "
+           "collecting it, or add it with a reason to DESCRIPTIVE_FACT_TYPES in engine/audit.py)"
+           for t in report["unread_fact_types"]]
+    out += [f"DESCRIPTIVE_FACT_TYPES lists {t}, which is unknown or now read by a rule: remove it"
+            for t in report.get("stale_descriptive", [])]
+    return out
 
 
 # ------------------------------------------------------------------ rendering
@@ -159,7 +190,9 @@ def _findings(report: dict[str, Any]) -> list[tuple[str, list[str]]]:
          [f"{o['id']}: {', '.join(o['unknown_modes'])}" for o in report["orphan_rules"]]),
         ("Rules without a positive and a negative test", list(report["untested_rules"])),
         ("Rules needing facts only a person can give", list(report["uncollectable_rules"])),
-        ("Fact types no rule reads", list(report["unread_fact_types"])),
+        ("Collected fact types no rule reads (the audit fails)", list(report["unread_fact_types"])),
+        ("Descriptive fact types (reviewed: read by no rule on purpose)",
+         [f"{t}: {why}" for t, why in report.get("descriptive_fact_types", {}).items()]),
         ("Broken test cases", [f"{b['case_id']} ({b['path']}:{b['line']}): {b['error']}"
                                for b in report["cases"]["broken"]]),
         ("Test cases naming unknown rules", list(report["cases"]["unknown_rule"])),

@@ -304,14 +304,24 @@ def rules_test(rules_path, engine, select):
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--fail-under", type=float, default=None, help="Exit 1 when canonical coverage (%) is below this.")
 @click.option("--rules", "rules_path", type=click.Path(exists=True))
-def audit(fmt, fail_under, rules_path):
+@click.option("--fail-unread/--no-fail-unread", default=True, show_default=True,
+              help="Exit 1 when a collected fact type is read by no rule (outside the reviewed "
+                   "descriptive list).")
+def audit(fmt, fail_under, rules_path, fail_unread):
     """Coverage: failure modes x rules x tests x collectors able to supply the facts."""
-    from engine.audit import build_audit, render_audit
+    from engine.audit import audit_failures, build_audit, render_audit
 
     report = build_audit(rules_path)
     _emit(json.dumps(report, indent=2) if fmt == "json" else render_audit(report, fmt), None)
+    failed = False
     if fail_under is not None and report["coverage_percent"] < fail_under:
         click.echo(f"coverage {report['coverage_percent']:.1f}% is under {fail_under}%", err=True)
+        failed = True
+    if fail_unread:
+        for problem in audit_failures(report):
+            click.echo(problem, err=True)
+            failed = True
+    if failed:
         sys.exit(1)
 
 

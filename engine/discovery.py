@@ -231,6 +231,9 @@ def _sniff_file(run: RunDir, path: Path, real_root: Path, collectors: Sequence[C
         return
     if size == 0:
         run.ignored.append((path, "empty file"))
+        what = _named_like(path.name)
+        if what:   # an empty dump.json / compare result is worth saying, not just listing
+            warnings.add(f"named like {what}, but the file is empty (0 bytes); ignored", path=str(path))
         return
     if size > MAX_SNIFF_BYTES:
         run.ignored.append((path, f"too large to inspect ({size / 1024 ** 3:.1f} GiB)"))
@@ -255,11 +258,31 @@ def _sniff_file(run: RunDir, path: Path, real_root: Path, collectors: Sequence[C
         run.artefacts.extend(claimed)
     else:
         why = _why_unrecognised(path, head)
+        refused = _unsafe_yaml(path, head, size)
+        if refused:
+            why = f"YAML refused for safety ({refused})"
+            warnings.add(f"{why}; ignored", path=str(path))
         run.ignored.append((path, why))
         what = _named_like(path.name)
-        if what:
+        if what and not refused:
             warnings.add(f"named like {what}, but its content is not recognised as one ({why}); ignored",
                          path=str(path))
+
+
+def _unsafe_yaml(path: Path, head: bytes, size: int) -> str | None:
+    """Why the strict YAML loader refuses an unrecognised .yaml/.yml file on safety grounds
+    (alias bomb, recursive alias, a python/... or other non-standard tag), or None. Such a file
+    is never silently ignored: it may be an msprobe mapping or config the user meant to give."""
+    if not path.name.lower().endswith((".yaml", ".yml")) or size > len(head):
+        return None
+    from engine.yamlsafe import load_yaml_text
+    try:
+        load_yaml_text(head.decode("utf-8", "replace"), str(path))
+    except PrecdxError as exc:
+        text = exc.message
+        if "alias" in text.lower() or "construct not allowed" in text:
+            return text
+    return None
 
 
 def _named_like(name: str) -> str | None:

@@ -107,10 +107,12 @@ def test_full_coverage_and_fail_under(tmp_path, kb):
         write_cases(root, _cases(rid, "positive", "negative"), name=rid.lower())
     report = build_audit(root)
     assert report["coverage_percent"] == 100.0 and report["uncovered"] == []
-    res = CliRunner().invoke(main, ["audit", "--rules", str(root), "--fail-under", "100"])
+    # (a four-rule pack reads few fact types: the unread-type check is tested on its own below)
+    args = ["audit", "--rules", str(root), "--fail-under", "100", "--no-fail-unread"]
+    res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     (root / "cov-004.test.yaml").unlink()
-    res = CliRunner().invoke(main, ["audit", "--rules", str(root), "--fail-under", "100"])
+    res = CliRunner().invoke(main, args)
     assert res.exit_code == 1 and "coverage 75.0% is under 100.0%" in res.output
 
 
@@ -157,7 +159,7 @@ def test_renderings(pack):
 def test_cli_json(pack):
     from cli import main
 
-    res = CliRunner().invoke(main, ["audit", "--rules", str(pack), "--format", "json"])
+    res = CliRunner().invoke(main, ["audit", "--rules", str(pack), "--format", "json", "--no-fail-unread"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["coverage_percent"] == 25.0
 
@@ -169,3 +171,27 @@ def test_facts_of_cases_do_not_matter_to_the_audit(tmp_path, kb):
     wrong = [dict(c, facts=[diff_fact(rel_change=0.0)]) for c in good_cases(top=None)]
     write_cases(root, wrong)
     assert build_audit(root)["canonical_covered"] == 1
+
+
+def test_unread_collected_fact_types_fail_the_audit(pack):
+    """A collected fact type no rule reads fails `precdx audit` (unless it is on the reviewed
+    descriptive list); types only a person gives (observation) do not count."""
+    from cli import main
+    from engine.audit import DESCRIPTIVE_FACT_TYPES, audit_failures
+
+    report = build_audit(pack)
+    unread = set(report["unread_fact_types"])
+    assert "first_divergence" in unread and "config_diff" not in unread
+    assert not unread & set(DESCRIPTIVE_FACT_TYPES) and "observation" not in unread
+    assert any("first_divergence is collected but no rule reads it" in p for p in audit_failures(report))
+    res = CliRunner().invoke(main, ["audit", "--rules", str(pack)])
+    assert res.exit_code == 1 and "first_divergence is collected but no rule reads it" in res.output
+
+
+def test_shipped_pack_reads_every_collected_fact_type():
+    from engine.audit import DESCRIPTIVE_FACT_TYPES, audit_failures
+
+    report = build_audit()
+    assert report["unread_fact_types"] == [] and report["stale_descriptive"] == []
+    assert audit_failures(report) == []
+    assert set(report["descriptive_fact_types"]) == set(DESCRIPTIVE_FACT_TYPES)

@@ -118,8 +118,9 @@ class FirstNan(Fact):
     role: Role = F("role of that run")
     step: Int = F("msprobe step", unit="steps")
     rank: Int = F("rank of this dump")
-    method: Literal["ours", "overflow_check"] = F(
-        "who located it: our scan of the dump, or msprobe overflow_check's anomaly_analyze json")
+    method: Literal["ours", "overflow_check", "msprobe_compare"] = F(
+        "who located it: our scan of the dump, msprobe overflow_check's anomaly_analyze json, or "
+        "our scan of the target rows of an msprobe compare result")
     api: str = F("full msprobe entry name of the first API with an Inf/NaN")
     api_name: str = F("API name without call index and direction")
     family: Family = F(_FAMILY)
@@ -153,10 +154,11 @@ class NondeterministicApi(Fact):
     api_name: str = F("API name without call index and direction")
     family: Family = F(_FAMILY)
     direction: Direction = F("forward or backward")
-    kind: Literal["nondeterministic_op", "input_differs"] = F(
+    kind: Literal["nondeterministic_op", "input_differs", "nonfinite_differs"] = F(
         "nondeterministic_op: identical inputs, different output (the operator is not reproducible); "
         "input_differs: the first difference is already in an input (data, weights or an operator the "
-        "dump did not capture)")
+        "dump did not capture); nonfinite_differs: identical inputs, but the output is Inf/NaN in one "
+        "run only (not rounding order: memory overwritten or a hardware fault)")
     module: Optional[str] = F("module path from construct.json", match=False)
     code_line: Optional[str] = F("user code line from stack.json", match=False)
     order_index: Int | None = F("position in the dump's execution order", unit="count")
@@ -248,6 +250,14 @@ class MonitorAnomaly(Fact):
     table: str = F("monitor table: actv, actv_grad, grad_reduced, grad_unreduced, ...")
     value: Num | None = F("value that triggered the alert")
     benign: Bool = F("a known false alarm: gradient of a model input without gradient (token ids)")
+    module: str = F("module (or owner of the parameter) the tensor belongs to, e.g. block.mlp.fc1",
+                    default="")
+    category: Literal["activation", "activation_grad", "gradient", "optimizer_state", "parameter", "other"] = F(
+        "what is monitored: activation (module input/output), activation_grad, gradient (weight "
+        "gradients, reduced or not), optimizer_state (exp_avg, exp_avg_sq), parameter", default="other")
+    call: Int | None = F("order of the monitored call within the step (from the alert's key)", unit="count")
+    first: Bool = F("the run's earliest alert that is not a known false alarm (lowest step, then call "
+                    "order; per rank)", default=False)
 
 
 @fact_type("config_check_result", collectors=("msprobe",), identity=("run", "section", "item"))

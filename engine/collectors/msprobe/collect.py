@@ -8,10 +8,12 @@ from typing import Iterable, Iterator
 
 from engine.collectors.base import Case, RunDir
 from engine.collectors.msprobe import analysis_json, api_checks, compare_result, config_check, monitor
-from engine.collectors.msprobe.dumpdir import DumpDir, locate
+from engine.collectors.msprobe.comparison import SideScan, compare_pairs
+from engine.collectors.msprobe.dumpdir import DumpDir, DumpHeader, locate
 from engine.collectors.msprobe.executor import Executor, default_executor
-from engine.collectors.msprobe.localise import Located
-from engine.collectors.msprobe.naming import api_family
+from engine.collectors.msprobe.localise import (
+    Located, classify_divergence, classify_nondeterminism, locate_first_nan)
+from engine.collectors.msprobe.naming import api_family, parse_entry_name
 from engine.collectors.msprobe.progress import Progress
 from engine.collectors.msprobe.tasks import DumpTask, SideReport, TaskReport, run_task
 from engine.errors import PrecdxError, Warnings
@@ -198,17 +200,40 @@ def _guard(warnings: Warnings, path: Path, fn, *args):
     return None
 
 
-def collect_other_facts(case: Case, warnings: Warnings) -> Iterator[Fact]:
-    """Facts from msprobe's own outputs (compare results, analyses, monitor, checks)."""
+def collect_other_facts(case: Case, warnings: Warnings,
+                        covered: set[tuple[str, int, int]] | None = None) -> Iterator[Fact]:
+    """Facts from msprobe's own outputs (compare results, analyses, monitor, checks).
+    `covered`: (run, step, rank) of the dumps our own comparison read."""
     for run in case.runs:
-        yield from _compare_results(run, warnings)
+        yield from _compare_results(case, run, warnings, covered or set())
         yield from _analyses(run, warnings)
         yield from _checks(run, warnings)
     yield from _monitor(case, warnings)
 
 
-def _compare_results(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
-    placed: set[tuple[int, int]] = set()   # one msprobe first divergence per step/rank (first file)
+def _partner(case: Case, run: RunDir) -> tuple[RunDir | None, str, str, bool]:
+    """Who a compare result in `run`'s folder was compared with (msprobe compare -tp is the run
+    whose folder holds it): (run, name, role, exact). A rerun is compared with its original
+    (exactly: any difference counts), the target with the baseline, the baseline with the target."""
+    if run.role in _RERUN_OF:
+        role = _RERUN_OF[run.role]
+        exact = True
+    else:
+        role = "target" if run.role == "baseline" else "baseline"
+        exact = False
+    other = case.main(role)
+    return other, (other.name if other is not None else role), role, exact
+
+
+def _compare_results(case: Case, run: RunDir, warnings: Warnings,
+                     covered: set[tuple[str, int, int]]) -> Iterator[Fact]:
+    """Facts from msprobe compare results. Each result's rows go through the same comparison and
+    localisation as two dumps (the target and bench statistics of every tensor are in the rows):
+    first divergence and its kind, the rerun difference, the first NaN, one-sided APIs. Dump-level
+    facts are left to our own dump comparison when the run's dump of that step/rank was read."""
+    placed: set[tuple[int, int]] = set()   # one localisation per step/rank (first file wins)
+    nan_by: dict[tuple[int, int], tuple[Located, str, bool | None]] = {}
+    other, against, against_role, exact = _partner(case, run)
     for art in sorted(run.files("msprobe.compare_result"), key=lambda a: str(a.path)):
         res = _guard(warnings, art.path, compare_result.read_compare_result, warnings)
         if res is None:
@@ -216,23 +241,85 @@ def _compare_results(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
         errors = sum(1 for a in res.apis if a.label == "error")
         warns = sum(1 for a in res.apis if a.label == "warning")
         first = res.first_flagged()
+        src = str(art.path)
         yield make("compare_result_summary", run=run.name, role=run.role, step=res.step, rank=res.rank,
                    file=art.path.name, mode=res.mode, n_rows=res.n_rows, n_apis=len(res.apis),
                    n_error=errors, n_warning=warns,
                    n_unmatched=sum(1 for a in res.apis if a.unmatched),
                    n_nonfinite=sum(1 for a in res.apis if a.nonfinite),
-                   first_error_api=first.api if first else None, source=str(art.path))
-        if first is not None and (res.step or 0, res.rank or 0) not in placed:
-            placed.add((res.step or 0, res.rank or 0))
-            api_name, family, direction = compare_result.describe(first)
-            yield make("first_divergence", run=run.name, role=run.role, against="baseline",
-                       against_role="baseline", step=res.step or 0, rank=res.rank or 0,
-                       method="msprobe_compare", api=first.api, api_name=api_name, family=family,
-                       direction=direction, kind=compare_result.api_kind(first),
-                       reason="nonfinite" if first.nonfinite else None, dtype=first.dtype,
-                       input_rel_err=first.in_err, output_rel_err=first.out_err,
-                       order_index=None, label=first.label, matched_by="msprobe",
-                       code_line=None, source=str(art.path))
+                   first_error_api=first.api if first else None, source=src)
+        step, rank = res.step or 0, res.rank or 0
+        if (step, rank) in placed or not res.pairs:
+            continue
+        placed.add((step, rank))
+        header = DumpHeader(task=res.mode, level="unknown", framework="unknown")
+        pr = compare_pairs(SideScan(art.path, header), SideScan(art.path, header), res.pairs, exact=exact)
+        cand = pr.first or pr.first_module
+        loc = None
+        if cand is not None:
+            loc = classify_nondeterminism(cand) if exact else classify_divergence(cand, pr)
+        nan = locate_first_nan(pr.run)
+        for x in (loc, nan):
+            if x is not None:
+                x.module = res.modules.get(x.api) or parse_entry_name(x.api).module_path
+                x.code_line = res.code_lines.get(x.api)
+        own_dump = (run.name, step, rank) in covered
+        if nan is not None and not own_dump:
+            nan_by[(step, rank)] = (nan, src, None if pr.nan_twin_abnormal is None else not pr.nan_twin_abnormal)
+        if loc is not None and exact:
+            if not own_dump:
+                yield make("nondeterministic_api", run=run.name, role=run.role, against=against,
+                           against_role=against_role, step=step, rank=rank,
+                           mode="md5" if pr.mode == "md5" else "exact", api=loc.api, api_name=loc.api_name,
+                           family=loc.family, direction=loc.direction, kind=loc.kind, module=loc.module,
+                           code_line=loc.code_line, order_index=loc.order, source=src)
+        elif loc is not None:
+            yield make("first_divergence", run=run.name, role=run.role, against=against,
+                       against_role=against_role, step=step, rank=rank, method="msprobe_compare",
+                       api=loc.api, api_name=loc.api_name, family=loc.family, direction=loc.direction,
+                       kind=loc.kind, reason=loc.reason, dtype=loc.dtype, dtype_against=loc.dtype_against,
+                       module=loc.module, code_line=loc.code_line, input_rel_err=loc.input_rel_err,
+                       output_rel_err=loc.output_rel_err, order_index=loc.order,
+                       label=loc.label if loc.label in ("error", "warning") else "warning",
+                       matched_by="msprobe", source=src)
+        if own_dump:
+            continue
+        n_unmatched = sum(pr.run_only.values())
+        yield make("dump_step_compare", run=run.name, role=run.role, against=against,
+                   against_role=against_role, step=step, rank=rank,
+                   mode=pr.mode if pr.mode in ("statistics", "md5", "exact") else "statistics",
+                   all_match=(pr.n_diverged == 0 and pr.n_error == 0 and n_unmatched == 0 and cand is None),
+                   n_compared=pr.n_compared, n_error=pr.n_error, n_warning=pr.n_warning,
+                   n_diverged=pr.n_diverged, n_unmatched=n_unmatched, n_fallback=0,
+                   max_output_rel_err=pr.max_out_err if pr.n_compared else None, source=src)
+        names = []
+        for (kind, name), count in sorted(pr.run_only.items()):
+            names.append(f"run_only:{name}")
+            yield make("dump_structure_diff", run=run.name, against=against, step=step, rank=rank,
+                       kind=kind, name=name.split(".", 1)[1] if kind == "module" else name,
+                       side="run_only", count=count, source=src)
+        if names:   # golden-only APIs leave no rows: only a one-sided surplus can be told
+            yield make("dump_structure_summary", run=run.name, against=against, step=step, rank=rank,
+                       same_structure=False, n_run_only=len(names), n_against_only=0,
+                       names=", ".join(names[:50]), source=src)
+    yield from _csv_nan_facts(run, nan_by)
+
+
+def _csv_nan_facts(run: RunDir, nan_by: dict) -> Iterator[Fact]:
+    """First NaN of each compare result's target rows; the origin rank judged across the ranks of
+    a step as for dumps (a rank whose own operator made it before a collective spread it)."""
+    by_step: dict[int, list[tuple[int, Located]]] = defaultdict(list)
+    for (step, rank), (loc, _src, _twin) in nan_by.items():
+        by_step[step].append((rank, loc))
+    for (step, rank), (loc, src, twin) in sorted(nan_by.items()):
+        items = by_step[step]
+        sources = [(x.order, r) for r, x in items if x.kind != "communication"]
+        origin = min(sources or [(x.order, r) for r, x in items])[1]
+        yield make("first_nan", run=run.name, role=run.role, step=step, rank=rank, method="msprobe_compare",
+                   api=loc.api, api_name=loc.api_name, family=loc.family, direction=loc.direction,
+                   kind=loc.kind, value=loc.value, module=loc.module, code_line=loc.code_line,
+                   order_index=loc.order, baseline_finite=twin, origin_rank=origin,
+                   is_origin_rank=(origin == rank), source=src)
 
 
 def _analyses(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
@@ -299,11 +386,24 @@ def _checks(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
 
 def _monitor(case: Case, warnings: Warnings) -> Iterator[Fact]:
     for run in case.runs:
+        alerts: list[tuple[monitor.Alert, str]] = []
         for art in run.files("msprobe.monitor_alerts"):
-            for a in _guard(warnings, art.path, monitor.read_alerts) or []:
-                yield make("monitor_anomaly", run=run.name, role=run.role, rank=a.rank, step=a.step,
-                           rule=a.rule, tag=a.tag, target=a.target, table=a.table, value=a.value,
-                           benign=a.benign, source=str(art.path))
+            alerts += [(a, str(art.path)) for a in _guard(warnings, art.path, monitor.read_alerts) or []]
+        firsts: dict[int, tuple] = {}
+        for a, _src in alerts:
+            if not a.benign:
+                key = (a.step, a.call if a.call is not None else 1 << 62, a.tag)
+                firsts[a.rank] = min(firsts.get(a.rank, key), key)
+        seen: set[tuple[int, str, int]] = set()
+        for a, src in alerts:
+            if (a.rank, a.tag, a.step) in seen:   # anomaly.json and anomaly_analyse.json repeat records
+                continue
+            seen.add((a.rank, a.tag, a.step))
+            first = not a.benign and firsts.get(a.rank) == (a.step, a.call if a.call is not None else 1 << 62, a.tag)
+            yield make("monitor_anomaly", run=run.name, role=run.role, rank=a.rank, step=a.step,
+                       rule=a.rule, tag=a.tag, target=a.target, table=a.table, value=a.value,
+                       benign=a.benign, module=a.module, category=a.category, call=a.call,
+                       first=first, source=src)
     baseline = case.main("baseline")
     if baseline is None:
         return
@@ -335,6 +435,10 @@ def _monitor(case: Case, warnings: Warnings) -> Iterator[Fact]:
 def collect(case: Case, warnings: Warnings, *, quiet: bool = False,
             executor: Executor | None = None) -> Iterable[Fact]:
     """All msprobe facts of a case."""
-    yield from collect_dump_facts(case, warnings, quiet=quiet, executor=executor)
-    yield from collect_other_facts(case, warnings)
+    covered: set[tuple[str, int, int]] = set()
+    for fact in collect_dump_facts(case, warnings, quiet=quiet, executor=executor):
+        if fact.type == "dump_info":
+            covered.add((fact.run, fact.step, fact.rank))
+        yield fact
+    yield from collect_other_facts(case, warnings, covered)
 

@@ -7,12 +7,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.collectors.msprobe.context import user_frame
 from engine.collectors.msprobe.csvtext import csv_rows, csv_text
-from engine.collectors.msprobe.naming import api_family, parse_entry_name
+from engine.collectors.msprobe.entries import Entry, TensorInfo
+from engine.collectors.msprobe.naming import api_family, module_path_of, parse_entry_name
 from engine.errors import PrecdxError, Warnings
 
-_ROW_API = re.compile(r"^(?P<api>.+?\.(?:forward|backward|parameters_grad)(?:\.\d+)?)\.(?:input|output|parameters)\b")
-_LEGACY_API = re.compile(r"^(?P<base>.+)_(?P<index>\d+)_(?P<dir>forward|backward)(?:_|$)")
+_ROW_API = re.compile(r"^(?P<api>.+?\.(?:forward|backward|parameters_grad)(?:\.\d+)?)\.(?P<slot>(?:input|output|parameters)\b.*)$")
+_ROW_GRAD = re.compile(r"^(?P<api>.+\.parameters_grad\.\d+)\.(?P<param>[^.]+)$")
+_LEGACY_API = re.compile(r"^(?P<base>.+)_(?P<index>\d+)_(?P<dir>forward|backward)(?:_(?P<slot>.*)|$)")
 _RANK = re.compile(r"compare_result_rank(\d+)")
 _STEP = re.compile(r"^step(\d+)$")
 _LABEL_ORDER = {"pass": 0, "warning": 1, "error": 2}
@@ -43,6 +46,11 @@ class CompareResult:
     apis: list[ApiRows]
     rank: int | None
     step: int | None
+    # the rows as entries, in file (= target dump) order: (target entry, bench entry or None
+    # when msprobe found no bench twin), for the same comparison our dump pairs go through
+    pairs: list[tuple[Entry, Entry | None]] = field(default_factory=list)
+    code_lines: dict[str, str] = field(default_factory=dict)   # api -> user code line (stack column)
+    modules: dict[str, str] = field(default_factory=dict)      # api -> module path (mix: module rows)
 
     def first_flagged(self) -> ApiRows | None:
         for label in ("error", "warning"):
@@ -53,14 +61,134 @@ class CompareResult:
 
 
 def _row_api(name: str) -> str | None:
+    return _row_slot(name)[0]
+
+
+def _row_slot(name: str) -> tuple[str | None, str]:
+    """(API entry name, slot as in our entries: input.0, input.eps, parameters.weight, output.0)."""
     m = _ROW_API.match(name)
     if m:
-        return m["api"]
+        return m["api"], m["slot"]
+    m = _ROW_GRAD.match(name)
+    if m:  # Module.head.Linear.parameters_grad.0.weight: one gradient per parameter
+        return m["api"], f"output.{m['param']}"
     m = _LEGACY_API.match(name)
     if m:  # Functional_linear_0_forward_input.0 -> Functional.linear.0.forward
         base = m["base"].replace("_", ".", 1)
-        return f"{base}.{m['index']}.{m['dir']}"
-    return None
+        return f"{base}.{m['index']}.{m['dir']}", (m["slot"] or "output")
+    return None, ""
+
+
+_MISSING = ("", "N/A", "NONE", "UNSUPPORTED", "-", "NAN%")
+
+
+def _cell_num(text: str | None) -> float | int | None:
+    """A statistic cell: numbers (also 'Nan', ' inf', '-inf'), True/False of bool tensors as 1/0,
+    None for N/A / None / unsupported / text."""
+    if text is None:
+        return None
+    t = str(text).strip()
+    if t.upper() in _MISSING:
+        return None
+    if t in ("True", "False"):
+        return int(t == "True")
+    try:
+        v = float(t)
+    except ValueError:
+        return None
+    return int(v) if v.is_integer() and "." not in t and "e" not in t.lower() and abs(v) < 2 ** 53 else v
+
+
+def _shape(text: str | None) -> tuple | None:
+    t = (text or "").strip()
+    if not (t.startswith("[") and t.endswith("]")):
+        return None
+    parts = [p.strip() for p in t[1:-1].split(",") if p.strip()]
+    try:
+        return tuple(int(p) for p in parts)
+    except ValueError:
+        return tuple(parts)
+
+
+def _bool(text: str | None) -> bool | None:
+    t = (text or "").strip()
+    return True if t == "True" else False if t == "False" else None
+
+
+def _leaf(slot: str, get, side: str, mode: str) -> TensorInfo:
+    """One side ('NPU' or 'Bench') of one CSV row as the leaf our comparison reads."""
+    dtype = (get(f"{side} Dtype") or get(f"{side} Tensor Dtype") or "").strip()
+    if dtype.upper() in ("N/A", "NONE", ""):
+        return TensorInfo(slot, "none")
+    low = "bench" if side == "Bench" else "npu"
+    stats = [_cell_num(get(f"{side} {k}")) for k in ("max", "min", "mean", "l2norm")]
+    if dtype.startswith("<class"):
+        raw = (get(f"{side} max") or "").strip()
+        v = stats[0]
+        return TensorInfo(slot, "scalar", dtype=dtype, value=repr(float(v)) if v is not None else raw)
+    md5 = (get(f"{side} MD5") or get(f"{side.upper()} MD5") or "").strip() if mode == "md5" else ""
+    t = TensorInfo(slot, "tensor", dtype, _shape(get(f"{side} Tensor Shape")), *stats,
+                   md5=md5 if md5 and md5.upper() not in ("N/A", "NONE") else None,
+                   requires_grad=_bool(get(f"{side} Requires_grad")))
+    t.bad = t._classify()
+    del low
+    return t
+
+
+def _code_line(text: str | None) -> str | None:
+    t = (text or "").strip()
+    if not t.startswith("["):
+        return None
+    import ast
+    try:
+        frames = ast.literal_eval(t)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return user_frame(frames) if isinstance(frames, list) else None
+
+
+def _wraps(module_entry: str, api_base: str) -> bool:
+    """The module is a leaf wrapper of this API (Linear around linear, LayerNorm around
+    layer_norm, Embedding around embedding, GELU around gelu)."""
+    cls = parse_entry_name(module_entry).base.rsplit(".", 1)[-1].lower()
+    api = api_base.rsplit(".", 1)[-1].lower().replace("_", "")
+    return bool(api) and (api == cls or (len(api) >= 4 and (api in cls or cls in api)))
+
+
+def _infer_modules(order: list[str]) -> dict[str, str]:
+    """Module path of each API from the order of a mix-level result: a module's forward (or
+    backward) entry is written when it completes, so an API sits in the next module to complete
+    when that module is a leaf wrapping this kind of API (Linear around linear), else in the
+    common part of the module before and after it."""
+    out: dict[str, str] = {}
+    for direction in ("forward", "backward"):
+        seq = [(n, parse_entry_name(n)) for n in order]
+        seq = [(n, p) for n, p in seq if p.direction == direction]
+        modules = [i for i, (_, p) in enumerate(seq) if p.is_module]
+        if not modules:
+            continue
+        for i, (name, p) in enumerate(seq):
+            if p.is_module:
+                continue
+            nxt = next((j for j in modules if j > i), None)
+            prv = next((j for j in reversed(modules) if j < i), None)
+            nxt_path = module_path_of(seq[nxt][0]) if nxt is not None else None
+            prv_path = module_path_of(seq[prv][0]) if prv is not None else None
+            if nxt_path and _wraps(seq[nxt][0], p.base):
+                out[name] = nxt_path
+                continue
+            if nxt_path and prv_path:
+                common = []
+                for x, y in zip(nxt_path.split("."), prv_path.split(".")):
+                    if x != y:
+                        break
+                    common.append(x)
+                if common:
+                    out[name] = ".".join(common)
+                    continue
+            if nxt_path:
+                out[name] = nxt_path
+    return out
 
 
 def _ratio(text: str | None) -> float | None:
@@ -135,6 +263,8 @@ def read_compare_result(path: Path, warnings: Warnings) -> CompareResult | None:
         warnings.add(f"the compare_result file lacks the column(s) {', '.join(missing)}: "
                      "its API verdicts are incomplete", path=str(path))
     apis: dict[str, ApiRows] = {}
+    entries: dict[str, tuple[Entry, Entry, list[bool]]] = {}
+    code: dict[str, str] = {}
     short_rows = 0
     for n, row in enumerate(rows[1:], start=2):
         if not any(row):
@@ -144,12 +274,25 @@ def read_compare_result(path: Path, warnings: Warnings) -> CompareResult | None:
             row = row + [""] * (len(header) - len(row))
         get = lambda c: row[col[c]] if c in col else None  # noqa: E731
         name = get("NPU Name") or get("Bench Name") or ""
-        api = _row_api(name)
+        api, slot = _row_slot(name)
         if api is None:
             continue
         rec = apis.get(api)
         if rec is None:
             rec = apis[api] = ApiRows(api, n)
+            parsed = parse_entry_name(api)
+            entries[api] = (Entry(parsed, len(entries)), Entry(parsed, len(entries)), [False])
+            line = _code_line(get("NPU_Stack_Info"))
+            if line:
+                code[api] = line
+        ea, eb, matched = entries[api]
+        bench_missing = (get("Bench Name") or "").strip().upper() == "N/A"
+        matched[0] = matched[0] or not bench_missing
+        part = ("params" if slot.startswith("parameters") else
+                "outputs" if slot.startswith("output") else "inputs")
+        getattr(ea, part).append(_leaf(slot, get, "NPU", mode))
+        if not bench_missing:
+            getattr(eb, part).append(_leaf(slot, get, "Bench", mode))
         label = (get("Result") or "").strip().lower()
         if mode == "legacy":
             reached = (get("Accuracy Reached or Not") or "").strip().lower()
@@ -189,25 +332,6 @@ def read_compare_result(path: Path, warnings: Warnings) -> CompareResult | None:
         if ms:
             step = int(ms.group(1))
             break
+    pairs = [(ea, eb if matched[0] else None) for ea, eb, matched in entries.values()]
     return CompareResult(path, mode, max(len(rows) - 1, 0), list(apis.values()),
-                         int(m.group(1)) if m else None, step)
-
-
-def api_kind(rec: ApiRows) -> str:
-    """introduced / propagated from msprobe's row errors (unknown without numbers)."""
-    if any("scalar parameters" in m or "dtype" in m for m in rec.messages):
-        return "introduced"   # the call itself differs (an argument such as eps, or its precision)
-    if rec.in_err == 0.0 and rec.out_err == 0.0:
-        return "unknown"
-    # msprobe's own criteria for an operator that adds error: output >> input
-    if (rec.in_err < 0.1 and rec.out_err > 0.5) or rec.out_err > 10 * rec.in_err:
-        return "introduced"
-    return "propagated"
-
-
-def describe(rec: ApiRows) -> tuple[str, str, str]:
-    """(api_name, family, direction) of a compare-result API."""
-    p = parse_entry_name(rec.api)
-    direction = p.direction if p.direction in ("forward", "backward", "parameters_grad") else "forward"
-    return p.base, api_family(p.base), direction
-
+                         int(m.group(1)) if m else None, step, pairs, code, _infer_modules(list(entries)))

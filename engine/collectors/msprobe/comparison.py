@@ -13,7 +13,7 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from engine.collectors.msprobe.dumpdir import DumpHeader, DumpReadError, iter_entries, read_header
 from engine.collectors.msprobe.entries import Entry, EntryIssues, TensorInfo
@@ -163,37 +163,31 @@ def scan_only(path: Path) -> SideScan:
     return scan
 
 
-def compare_dumps(run_path: Path, against_path: Path, *, exact: bool = False,
-                  on_entry: Callable[[int], None] | None = None) -> PassResult:
-    """Compare the run's dump with the other run's dump of the same step/rank in one pass.
-    `exact`: the two are the same job (a rerun): any difference counts."""
-    ha, hb = read_header(run_path), read_header(against_path)
-    run = SideScan(run_path, ha, keep_producers=True)
-    against = SideScan(against_path, hb)
-    res = PassResult(run, against)
-    mode_holder = {"mode": None}
+class _Pass:
+    """The per-pair bookkeeping of one comparison, whatever paired the entries (names in two
+    dump files, or msprobe's own pairing in a compare result)."""
 
-    def mode_for(a: Entry, b: Entry) -> str:
-        if mode_holder["mode"] is None:
+    def __init__(self, run: SideScan, against: SideScan, exact: bool) -> None:
+        self.res = PassResult(run, against)
+        self.exact = exact
+        self.mode: str | None = None
+
+    def mode_for(self, a: Entry, b: Entry) -> str:
+        if self.mode is None:
             md5 = any(t.md5 is not None for t in a.tensors()) and any(t.md5 is not None for t in b.tensors())
             stats = any(t.max is not None or t.norm is not None for t in a.tensors())
-            if md5 and (exact or not stats):
-                mode_holder["mode"] = "md5"
-            elif md5 and not exact:
+            if md5 and (self.exact or not stats):
+                self.mode = "md5"
+            elif md5 and not self.exact:
                 # md5 dumps carry statistics too; across devices checksums always differ
-                mode_holder["mode"] = "statistics"
+                self.mode = "statistics"
             else:
-                mode_holder["mode"] = "exact" if exact else "statistics"
-        return mode_holder["mode"]
+                self.mode = "exact" if self.exact else "statistics"
+        return self.mode
 
-    levels_differ = ha.level != hb.level and "unknown" not in (ha.level, hb.level)
-    if levels_differ:
-        res.skip_modules = True
-        res.notes.append(f"the dumps have different levels ({ha.level} vs {hb.level}): "
-                         "only entries present at both levels are compared")
-
-    def process(a: Entry, b: Entry, how: str) -> None:
-        mode = mode_for(a, b)
+    def process(self, a: Entry, b: Entry, how: str) -> None:
+        res, run = self.res, self.res.run
+        mode = self.mode_for(a, b)
         d = compare_api(a, b, mode)
         res.n_compared += 1
         if how == "fallback":
@@ -222,6 +216,28 @@ def compare_dumps(run_path: Path, against_path: Path, *, exact: bool = False,
                 res.first_module = cand
         elif res.first is None or a.order < res.first.a.order:
             res.first = cand
+
+    def finish(self) -> PassResult:
+        self.res.mode = self.mode or ("exact" if self.exact else "statistics")
+        return self.res
+
+
+def compare_dumps(run_path: Path, against_path: Path, *, exact: bool = False,
+                  on_entry: Callable[[int], None] | None = None) -> PassResult:
+    """Compare the run's dump with the other run's dump of the same step/rank in one pass.
+    `exact`: the two are the same job (a rerun): any difference counts."""
+    ha, hb = read_header(run_path), read_header(against_path)
+    run = SideScan(run_path, ha, keep_producers=True)
+    against = SideScan(against_path, hb)
+    state = _Pass(run, against, exact)
+    res = state.res
+    process = state.process
+
+    levels_differ = ha.level != hb.level and "unknown" not in (ha.level, hb.level)
+    if levels_differ:
+        res.skip_modules = True
+        res.notes.append(f"the dumps have different levels ({ha.level} vs {hb.level}): "
+                         "only entries present at both levels are compared")
 
     pending_a: dict[str, Entry] = {}
     pending_b: dict[str, Entry] = {}
@@ -259,8 +275,26 @@ def compare_dumps(run_path: Path, against_path: Path, *, exact: bool = False,
         res.run_only[("module" if e.name.is_module else "api", e.name.base)] += 1
     for e in pending_b.values():
         res.against_only[("module" if e.name.is_module else "api", e.name.base)] += 1
-    res.mode = mode_holder["mode"] or ("exact" if exact else "statistics")
-    return res
+    return state.finish()
+
+
+def compare_pairs(run: SideScan, against: SideScan, pairs: Iterable[tuple[Entry, Entry | None]],
+                  *, exact: bool = False) -> PassResult:
+    """The same comparison over entries another tool already paired (msprobe compare results:
+    one target entry with its bench twin, or None when msprobe found no twin). The target side
+    streams past `run` (first NaN, producers), the bench side past `against`."""
+    run.keep_producers = True
+    state = _Pass(run, against, exact)
+    for a, b in pairs:
+        run.observe(a)
+        if b is None:
+            state.res.run_only[("module" if a.name.is_module else "api", a.name.base)] += 1
+            continue
+        against.observe(b)
+        state.process(a, b, "msprobe")
+    run.finish()
+    against.finish()
+    return state.finish()
 
 
 def _fallback(pending_a: dict[str, Entry], pending_b: dict[str, Entry],

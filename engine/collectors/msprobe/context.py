@@ -11,6 +11,7 @@ from engine.errors import Warnings
 
 _FRAME = re.compile(r"^File (?P<file>.+?), line (?P<line>\d+), in (?P<func>[^,]+),\s*\n?\s*(?P<src>.*)$", re.S)
 # Frames from these places are library internals, not the user's code.
+_MAX_CHAIN = 256   # module nesting deeper than this is not a real model
 _LIBRARY_MARKERS = ("site-packages", "dist-packages", "/torch/", "/msprobe/", "/torch_npu/",
                     "<frozen", "/lib/python3")
 
@@ -46,15 +47,40 @@ def module_paths(construct: Path | None, apis: list[str], warnings: Warnings) ->
         node = parents.get(api)
         if node is None and parse_entry_name(api).is_module:
             node = api
-        seen = 0
-        while node is not None and seen < 64:
+        chain: list[str] = [api]
+        while node is not None and len(chain) <= _MAX_CHAIN and node not in chain:
             path = module_path_of(node)
             if path:
                 out[api] = path
                 break
+            chain.append(node)
             node = parents.get(node)
-            seen += 1
+    cycle = _find_cycle(parents)
+    if cycle is not None:
+        shown = " -> ".join(cycle[:6]) + (" -> ..." if len(cycle) > 6 else "")
+        warnings.add(f"construct.json has a cycle in its parent map ({shown}); module paths on that "
+                     "chain left out", path=str(construct))
     return out
+
+
+def _find_cycle(parents: dict[str, str | None]) -> list[str] | None:
+    """A parent chain of the kept nodes that comes back to itself (a corrupt construct.json:
+    a module tree has no cycles), as the list of nodes on it; None when there is none."""
+    done: set[str] = set()
+    for start in parents:
+        if start in done:
+            continue
+        chain: list[str] = []
+        on_chain: dict[str, int] = {}
+        node: str | None = start
+        while node is not None and node not in done:
+            if node in on_chain:
+                return chain[on_chain[node]:] + [node]
+            on_chain[node] = len(chain)
+            chain.append(node)
+            node = parents.get(node)
+        done.update(chain)
+    return None
 
 
 def user_frame(frames: list) -> str | None:

@@ -130,14 +130,17 @@ def _num(v: Any) -> Any:
 _BAD = object()
 
 
-def _stat_value(v: Any) -> Any:
-    """A statistic as a number (None when absent); _BAD when it is not a number (a list, a bool,
-    text that is no number, an integer beyond float range)."""
+def _stat_value(v: Any, bool_tensor: bool = False) -> Any:
+    """A statistic as a number (None when absent); _BAD when it is not a number (a list, text
+    that is no number, an integer beyond float range, a boolean of a non-bool tensor). msprobe
+    writes the Max/Min of a bool tensor (an attention mask) as true/false: read as 1/0."""
     t = type(v)
     if t is float:
         return _num(v)
     if v is None:
         return None
+    if t is bool:
+        return int(v) if bool_tensor else _BAD
     if t is int:
         try:
             float(v)
@@ -170,7 +173,8 @@ def _leaf(slot: str, v: Any, issues: EntryIssues | None = None, where: str = "")
         if type(mx) is float and type(mn) is float and type(me) is float and type(no) is float:
             mx, mn, me, no = _num(mx), _num(mn), _num(me), _num(no)   # the common case
         else:
-            stats = [_stat_value(x) for x in (mx, mn, me, no)]
+            is_bool = type(dtype) is str and dtype.endswith("bool")
+            stats = [_stat_value(x, is_bool) for x in (mx, mn, me, no)]
             for i, x in enumerate(stats):
                 if x is _BAD:
                     stats[i] = None

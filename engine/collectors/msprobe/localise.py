@@ -108,10 +108,18 @@ def classify_nondeterminism(c: Candidate) -> Located:
     """First difference between a run and its rerun: the operator itself, or already an input."""
     a, d = c.a, c.diff
     input_same = d.in_err == 0.0 and not (d.input_reasons() - {"requires_grad"})
+    bad_a = any(t.abnormal() for t in a.outputs if t.kind == "tensor")
+    bad_b = any(t.abnormal() for t in c.b.outputs if t.kind == "tensor")
+    if not input_same:
+        kind = "input_differs"
+    elif bad_a != bad_b:
+        kind = "nonfinite_differs"   # a NaN in one run only is no rounding-order effect
+    else:
+        kind = "nondeterministic_op"
     return Located(
         api=a.name.full, api_name=a.name.base, family=api_family(a.name.base),
         direction=a.name.direction if a.name.direction in ("forward", "backward", "parameters_grad") else "forward",
-        order=a.order, kind="nondeterministic_op" if input_same else "input_differs",
+        order=a.order, kind=kind,
         output_rel_err=_finite_or_inf(d.out_err), input_rel_err=_finite_or_inf(d.in_err),
         matched_by=c.matched_by)
 

@@ -25,6 +25,10 @@ DEPART = math.log(1.1)
 LATE_GROWTH = 1.5
 
 Table = dict  # (name, step) -> {stat: float}
+# Name parts that say which tensor of a module is meant, not which module.
+_TENSOR_SUFFIXES = {"input", "output", "weight", "bias", "grad_input", "grad_output", "exp_avg",
+                    "exp_avg_sq", "param_origin", "param_updated"}
+_CALL = re.compile(r"_call_(\d+)$")
 
 
 def monitor_table_of(path: Path) -> tuple[str, int] | None:
@@ -188,6 +192,31 @@ class Alert:
     target: str
     table: str
     value: float | None
+    call: int | None = None
+
+    @property
+    def module(self) -> str:
+        """Module (or parameter owner) the alert is about: block.mlp.fc1 for block.mlp.fc1.output,
+        block.mlp.fc1.weight or block.mlp.fc1.output.0 (v2)."""
+        parts = [p for p in self.target.split(".") if p]
+        while parts and (parts[-1].isdigit() or parts[-1] in _TENSOR_SUFFIXES):
+            parts.pop()
+        return ".".join(parts) or "(model input)"
+
+    @property
+    def category(self) -> str:
+        t = self.table
+        if t == "actv" or t == "module":
+            return "activation"
+        if t == "actv_grad":
+            return "activation_grad"
+        if t.startswith("grad") or t == "weight_grad":
+            return "gradient"
+        if t.startswith("exp_avg") or t == "optimizer":
+            return "optimizer_state"
+        if t.startswith("param"):
+            return "parameter"
+        return "other"
 
     @property
     def benign(self) -> bool:
@@ -220,8 +249,17 @@ def read_alerts(path: Path) -> list[Alert]:
         except ValueError:
             value = None
         step = rec.get("step", m["step"] if m else 0)
-        out.append(Alert(rank=int(rec.get("rank", 0) or 0), step=int(step or 0),
-                         rule=m["rule"] if m else "unknown", tag=tag, target=target, table=table, value=value))
+        call = rec.get("call_id")
+        if not isinstance(call, int) or isinstance(call, bool):
+            key = next((k for k, v in data.items() if v is rec), "") if isinstance(data, dict) else ""
+            mc = _CALL.search(str(key))
+            call = int(mc.group(1)) if mc else None
+        try:
+            rank, step_n = int(rec.get("rank", 0) or 0), int(step or 0)
+        except (TypeError, ValueError):
+            continue
+        out.append(Alert(rank=rank, step=step_n, rule=m["rule"] if m else "unknown", tag=tag,
+                         target=target, table=table, value=value, call=call))
     return out
 
 
