@@ -14,6 +14,7 @@ from engine.collectors.logs.formats.hf import read_trainer_state
 from engine.collectors.logs.model import Record
 from engine.collectors.logs.reader import ReadStats, iter_log, looks_binary, parse_lines
 from engine.collectors.logs.series import SeriesBuilder, StepSeries
+from engine.compression import open_binary
 from engine.errors import PrecdxError, Warnings
 from engine.facts import Fact
 
@@ -111,8 +112,6 @@ def load_run_series(case: Case, run: RunDir, warnings: Warnings) -> StepSeries |
     declared = _declared(case, run, arts, warnings)
     logs = [a for a in arts if a.kind == "log"]
     states = [a for a in arts if a.kind == "log.trainer_state"]
-    if not logs and not states:
-        return None
     per_file: list[tuple[Path, SeriesBuilder, ReadStats | None]] = []
     for art in logs:
         b = SeriesBuilder(run.name, run.role)
@@ -139,6 +138,9 @@ def load_run_series(case: Case, run: RunDir, warnings: Warnings) -> StepSeries |
     # The richest source is the run's curve: most points, trainer_state.json winning ties
     # (exact values and steps), then the log with the most records.
     usable = [(p, b) for p, b, _ in per_file if b.primary() is not None]
+    if not usable:  # no text log with a curve: a tracking tool's (TensorBoard, W&B, MLflow, CSV)
+        from engine.collectors.tracking import curve_builders
+        usable = curve_builders(case, run, warnings)
     if not usable:
         return None
     path, best = max(usable, key=lambda pb: (max(pb[1].frameworks().values()),
@@ -170,7 +172,7 @@ def _checkpoint_step(path: Path) -> int:
 
 def _head_text(path: Path) -> str:
     try:
-        with open(path, "rb") as fh:
+        with open_binary(path) as fh:
             return fh.read(64 * 1024).decode("utf-8", errors="replace")
     except OSError:
         return ""
