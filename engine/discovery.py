@@ -167,7 +167,8 @@ def discover_runs(*, target: str | Path, baseline: str | Path | None = None,
     runs: list[RunDir] = []
     for role, path, name in specs:
         if not path.exists():
-            raise PrecdxError(f"{role} run folder or file does not exist", path=str(path))
+            raise PrecdxError(f"{role} run folder does not exist", path=str(path),
+                              hint="give a run folder, or one training log or tracking file")
         real = path.resolve()
         if real in seen:
             raise PrecdxError(f"the same {'folder' if path.is_dir() else 'file'} is given as {seen[real]} "

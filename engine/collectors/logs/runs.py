@@ -148,9 +148,12 @@ def load_run_series(case: Case, run: RunDir, warnings: Warnings) -> StepSeries |
     series = best.build()
     if series is None:
         return None
-    # Events and provenance from every file of the run (a trainer_state has no events).
+    # Events and provenance from every file of the run (a trainer_state has no events), except
+    # from a second training log: two logs with iterations are two candidate curves (often two
+    # jobs), so one is used alone and the user hears which, rather than a silent merge.
+    rivals = _rival_logs(run, per_file, best, warnings)
     for p, b, _ in per_file:
-        if b is best:
+        if b is best or b in rivals:
             continue
         for kind, n in b.event_counts.items():
             series.event_counts[kind] = series.event_counts.get(kind, 0) + n
@@ -161,6 +164,22 @@ def load_run_series(case: Case, run: RunDir, warnings: Warnings) -> StepSeries |
     series.framework = _flavour(series.framework, head)
     series.group, series.hosts = run.group, list(run.hosts)
     return series
+
+
+def _rival_logs(run: RunDir, per_file: list, best: SeriesBuilder, warnings: Warnings) -> list[SeriesBuilder]:
+    """Training logs of the run other than the one whose curve (or, under a trainer_state.json,
+    whose events) is used; a warning names them and how to choose."""
+    logs = [(p, b) for p, b, stats in per_file if stats is not None and b.primary() is not None]
+    if len(logs) < 2:
+        return []
+    chosen = next(((p, b) for p, b in logs if b is best), None) or \
+        max(logs, key=lambda pb: max(pb[1].frameworks().values()))
+    others = [(p, b) for p, b in logs if b is not chosen[1]]
+    desc = ", ".join(f"{p.name}: {max(b.frameworks().values())} iterations" for p, b in [chosen, *others])
+    option = "--" + run.role.replace("_", "-")
+    warnings.add(f"{len(logs)} training logs in run '{run.name}' ({desc}): using {chosen[0].name} alone (the most "
+                 f"iterations), not a merge; to use another, pass that file as {option} FILE", path=str(run.root))
+    return [b for _, b in others]
 
 
 def _checkpoint_step(path: Path) -> int:

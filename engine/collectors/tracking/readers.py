@@ -23,6 +23,8 @@ import json
 import math
 import os
 import re
+import struct
+import zlib
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -356,66 +358,97 @@ def _number_text(text: str) -> float | None:
 
 
 # ------------------------------------------------------------------ W&B binary run files
+# A `.wandb` file is a LevelDB-style log: a 7-byte file header (":W&B", magic 0xBEE1, version 0),
+# then 32 KiB blocks of records, each `crc32 (4) | length (2) | type (1) | data`, the CRC seeded
+# with the type byte; type FULL holds one message, FIRST/MIDDLE/LAST split a long one across
+# blocks, and a block tail shorter than a record header is zero padding. Each message is a
+# `wandb_internal_pb2.Record` protobuf, decoded with the wandb SDK's own generated classes.
+WANDB_HEADER = struct.Struct("<4sHB")
+WANDB_RECORD = struct.Struct("<IHB")
+WANDB_BLOCK = 32768
+_FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
+
+
+def _wandb_messages(fh, out: "Scalars", path: Path) -> Iterable[bytes]:
+    head = fh.read(WANDB_HEADER.size)
+    if len(head) < WANDB_HEADER.size or WANDB_HEADER.unpack(head)[0] != b":W&B":
+        out.note(path, "not a W&B run file (no :W&B header)")
+        return
+    seeds = {t: zlib.crc32(bytes([t])) for t in (_FULL, _FIRST, _MIDDLE, _LAST)}
+    pos = WANDB_HEADER.size
+    pending: bytes | None = None
+    while True:
+        left = WANDB_BLOCK - pos % WANDB_BLOCK
+        if left < WANDB_RECORD.size:
+            fh.read(left)
+            pos += left
+        header = fh.read(WANDB_RECORD.size)
+        if not header:
+            return
+        if len(header) < WANDB_RECORD.size:
+            out.note(path, "the last record is cut off (run still being written, or file truncated); "
+                           "read up to there")
+            return
+        crc, length, rtype = WANDB_RECORD.unpack(header)
+        data = fh.read(length)
+        pos += WANDB_RECORD.size + length
+        if rtype not in seeds or len(data) < length or zlib.crc32(data, seeds[rtype]) != crc:
+            if not (crc == 0 and length == 0 and rtype == 0):  # zero tail of a preallocated block
+                out.note(path, f"damaged record at byte {pos - length - WANDB_RECORD.size} (checksum or "
+                               "length wrong); read up to there")
+            return
+        if rtype == _FULL:
+            yield data
+        elif rtype == _FIRST:
+            pending = data
+        elif pending is not None:
+            pending += data
+            if rtype == _LAST:
+                yield pending
+                pending = None
+
+
 def read_wandb_binary(path: Path, keep: Keep) -> Scalars:
-    """History records of a `.wandb` run file through the wandb SDK's own datastore reader
-    (the format is internal to wandb; without the SDK the file is reported, not guessed at)."""
-    out = Scalars("wandb", str(path), files=[str(path)])
+    """History records of a `.wandb` run file (offline runs, or the local copy of any run),
+    decoded with the wandb SDK's protobuf classes (`pip install 'precdx[wandb]'`). Rows are log
+    calls; `_step` (W&B's counter) is a column like the others."""
+    out = Scalars("wandb", str(path), by_row=True, files=[str(path)])
     try:
         from wandb.proto import wandb_internal_pb2
-        from wandb.sdk.internal import datastore
     except ImportError:
-        out.note(path, f"a binary W&B run file; reading it needs the wandb package "
-                            "(pip install 'precdx[wandb]'), or export the run's history as CSV / "
-                            "wandb-history.jsonl")
-        return out
-    ds = datastore.DataStore()
-    try:
-        ds.open_for_scan(str(path))
-    except Exception as exc:  # noqa: BLE001 - wandb raises its own AssertionError/ValueError types
-        out.note(path, f"not a readable W&B run file ({type(exc).__name__}: {exc})")
+        out.note(path, "a binary W&B run file; reading it needs the wandb package (pip install "
+                       "'precdx[wandb]'), or export the run's history as CSV / wandb-history.jsonl")
         return out
     row = 0
     try:
-        while True:
-            try:
-                data = ds.scan_data()
-            except Exception as exc:  # noqa: BLE001 - a damaged block ends the scan
-                out.note(path, f"damaged record ({type(exc).__name__}); read up to there")
-                break
-            if data is None:
-                break
-            rec = wandb_internal_pb2.Record()
-            try:
-                rec.ParseFromString(data)
-            except Exception:  # noqa: BLE001
-                continue
-            if rec.WhichOneof("record_type") != "history":
-                continue
-            row += 1
-            values: dict[str, float] = {}
-            for item in rec.history.item:
-                name = item.key or "/".join(item.nested_key)
+        with open(path, "rb") as fh:
+            for data in _wandb_messages(fh, out, path):
+                rec = wandb_internal_pb2.Record()
                 try:
-                    value = json.loads(item.value_json)
-                except ValueError:
+                    rec.ParseFromString(data)
+                except Exception:  # noqa: BLE001 - protobuf DecodeError
+                    out.note(path, "a record is not a W&B message; skipped")
                     continue
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    values[name] = float(value)
-                elif isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity", "nan", "inf", "-inf"):
-                    values[name] = float(value.replace("Infinity", "inf"))
-            step = rec.history.step.num if rec.history.HasField("step") else None
-            if step is not None:
-                values.setdefault("_step", float(step))
-            for name, value in values.items():
-                out.present.add(name)
-                if keep(name):
-                    out.add(name, row, value)
-    finally:
-        try:
-            ds.close()
-        except Exception:  # noqa: BLE001
-            pass
-    out.by_row = True
+                if rec.WhichOneof("record_type") != "history":
+                    continue
+                row += 1
+                for item in rec.history.item:
+                    name = item.key or "/".join(item.nested_key)
+                    try:
+                        value = json.loads(item.value_json)
+                    except (ValueError, RecursionError):
+                        continue
+                    if isinstance(value, bool):
+                        continue
+                    if isinstance(value, str):
+                        value = _number_text(value)
+                    if not isinstance(value, (int, float)):
+                        continue
+                    out.present.add(name)
+                    if keep(name):
+                        out.add(name, row, float(value))
+    except OSError as exc:
+        out.note(path, f"cannot read: {exc.strerror or exc}")
     return out
 
 

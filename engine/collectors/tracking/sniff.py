@@ -15,6 +15,7 @@ from engine.compression import plain_name
 
 KIND = "log.tracking"          # a curve source (counts as a log for `run.has_log`)
 TAGS_KIND = "tracking.tags"    # a user mapping of scalar names
+META_KIND = "tracking.meta"    # run metadata of a tracking tool (no curve)
 WANDB_MAGIC = b":W&B"
 _STEPS = {k.lower() for k in STEP_KEYS}
 
@@ -29,6 +30,8 @@ def sniff(path: Path, head: bytes) -> Artefact | None:
         return None
     if "metrics" in path.parts[:-1] and _mlflow_metric(head) and mlflow_run_dir(path) is not None:
         return Artefact(path, KIND, "mlflow")
+    if _mlflow_run_file(path):
+        return Artefact(path, META_KIND, "mlflow")
     plain = plain_name(path).lower()
     if plain.endswith((".yaml", ".yml")):
         if f"{TOP_KEY}:".encode() in head:
@@ -41,6 +44,17 @@ def sniff(path: Path, head: bytes) -> Artefact | None:
                                                  and "\n{" in text):
         return _sniff_jsonl(path, plain, text)
     return None
+
+
+def _mlflow_run_file(path: Path) -> bool:
+    """The rest of an MLflow run folder (meta.yaml, params/*, tags/*): named in `inspect` as
+    what they are; only the metrics carry a curve."""
+    if path.name == "meta.yaml":
+        return (path.parent / "metrics").is_dir()
+    for parent in path.parents:
+        if parent.name in ("params", "tags"):
+            return (parent.parent / "meta.yaml").is_file() and (parent.parent / "metrics").is_dir()
+    return False
 
 
 def _mlflow_metric(head: bytes) -> bool:
