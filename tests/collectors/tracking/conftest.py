@@ -45,10 +45,11 @@ def megatron_tags(drift: float = 0.0, gn_bump: float = 0.0, seed: int = 0) -> di
     }
 
 
-def facts_of(case_dir: Path | None = None, **runs) -> tuple[list, Warnings]:
+def facts_of(case_dir: Path | None = None, **runs):
+    """(FactSet, Warnings) of a case folder or of runs given one by one."""
     w = Warnings()
     case = discover(case_dir, warnings=w, **runs) if case_dir else discover(warnings=w, **runs)
-    return list(collect(case, w)), w
+    return collect(case, w), w
 
 
 def pick(facts, ftype: str, **match):
