@@ -453,6 +453,19 @@ def serve(host, port, workers, db_url, token):
     run_server(host=host, port=port, workers=workers, db_url=db_url, token=token)
 
 
+@main.command("mcp")
+def mcp_server():
+    """Serve the engine to AI assistants over the Model Context Protocol (stdio): tools to
+    diagnose a case or facts, explain, list failure modes and plan the next evidence; the
+    knowledge base as resources."""
+    try:
+        from engine.mcp.server import main as run_mcp
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise PrecdxError(f"the MCP server needs its extra: {exc}", hint="pip install 'precdx[mcp]'") from None
+    run_mcp()
+
+
 @main.command()
 @_inputs
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
