@@ -175,7 +175,10 @@ def _rival_logs(run: RunDir, per_file: list, best: SeriesBuilder, warnings: Warn
     chosen = next(((p, b) for p, b in logs if b is best), None) or \
         max(logs, key=lambda pb: max(pb[1].frameworks().values()))
     others = [(p, b) for p, b in logs if b is not chosen[1]]
-    desc = ", ".join(f"{p.name}: {max(b.frameworks().values())} iterations" for p, b in [chosen, *others])
+    shown = [chosen, *others][:5]
+    desc = ", ".join(f"{p.name}: {max(b.frameworks().values())} iterations" for p, b in shown)
+    if len(logs) > len(shown):
+        desc += f", and {len(logs) - len(shown)} more"
     option = "--" + run.role.replace("_", "-")
     warnings.add(f"{len(logs)} training logs in run '{run.name}' ({desc}): using {chosen[0].name} alone (the most "
                  f"iterations), not a merge; to use another, pass that file as {option} FILE", path=str(run.root))
