@@ -15,9 +15,9 @@ FORMATS = ("text", "json", "markdown", "html")
 
 
 class _Group(click.Group):
-    """Turns PrecdxError (and OS errors on the user's files) into one clear line and exit 2
-    (3 for internal limits), never a traceback; with `--format json` the error is a JSON
-    object on stdout instead: {"error": {"message", "path", "line", "hint", "exit_code"}}.
+    """Turns PrecdxError (and OS errors on the user's files) into one clear line on stderr and
+    exit 2 (3 for internal limits), never a traceback; with `--format json` stdout also gets
+    the error as a JSON object: {"error": {"message", "path", "line", "hint", "exit_code"}}.
     Exit 1 stays reserved for `--fail-on` and failed lint/tests/audit gates."""
 
     def invoke(self, ctx: click.Context):
@@ -51,8 +51,7 @@ def _fatal(exc: PrecdxError, as_json: bool):
         err = {"message": exc.message, "path": exc.path, "line": exc.line, "hint": exc.hint,
                "exit_code": exc.exit_code}
         click.echo(json.dumps({"error": err}, ensure_ascii=False))
-    else:
-        click.echo(f"precdx: error: {exc.render()}", err=True)
+    click.echo(f"precdx: error: {exc.render()}", err=True)
     sys.exit(exc.exit_code)
 
 

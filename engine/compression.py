@@ -107,7 +107,7 @@ class _Decompressed:
                 import zstandard
             except ImportError:
                 self._raw.close()
-                raise CompressionError(f"{self.path}: zstd-compressed; reading it needs the zstandard package "
+                raise CompressionError("zstd-compressed; reading it needs the zstandard package "
                                        "(pip install 'precdx[zstd]')") from None
             self._stream = zstandard.ZstdDecompressor().stream_reader(self._raw, read_across_frames=True)
 
@@ -130,7 +130,7 @@ class _Decompressed:
             self.truncated = True
             return b""
         except zlib.error as exc:
-            raise CompressionError(f"{self.path}: corrupt gzip data ({exc})") from None
+            raise CompressionError(f"corrupt gzip data ({exc})") from None
         except OSError:
             raise
         except Exception as exc:  # zstandard.ZstdError and friends
@@ -139,12 +139,12 @@ class _Decompressed:
                 if "incomplete" in msg.lower() or "truncat" in msg.lower():
                     self.truncated = True
                     return b""
-                raise CompressionError(f"{self.path}: corrupt zstd data ({exc})") from None
+                raise CompressionError(f"corrupt zstd data ({exc})") from None
             raise
 
     def seek(self, offset: int, whence: int = 0) -> int:
         if offset != 0 or whence != 0:
-            raise CompressionError(f"{self.path}: compressed streams only rewind to the start")
+            raise CompressionError("compressed streams only rewind to the start")
         self.truncated = False
         self._open()
         return 0

@@ -331,8 +331,9 @@ def _sniff_file(run: RunDir, path: Path, real_root: Path, collectors: Sequence[C
         try:
             head = read_head(path, HEAD_BYTES)
         except OSError as exc:
-            run.ignored.append((path, f"{compressed}-compressed and not readable: {exc}"))
-            warnings.add(f"{compressed}-compressed file not readable: {exc}", path=str(path))
+            why = exc.strerror or str(exc)
+            run.ignored.append((path, f"{compressed}-compressed, not readable: {why}"))
+            warnings.add(f"{compressed}-compressed file not readable: {why}", path=str(path))
             return
     claimed: list[Artefact] = []
     for collector in collectors:

@@ -161,6 +161,7 @@ def test_fatal_errors_are_a_json_object_with_format_json(tmp_path, args):
     err = json.loads(res.stdout)["error"]
     assert err["exit_code"] == 2 and err["message"]
     assert set(err) == {"message", "path", "line", "hint", "exit_code"}
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("precdx: error: ")  # people still get the line
     text = run(*args)
     assert text.exit_code == 2 and not text.stdout.lstrip().startswith("{")
 
@@ -241,3 +242,16 @@ def test_inspect_accepts_one_file(tmp_path):
     f = write(tmp_path / "r" / "train.log.gz", gzip.compress(megatron_log().encode()))
     res = run("inspect", str(f))
     assert res.exit_code == 0 and "+ train.log.gz: log [megatron]" in res.stdout
+
+
+def test_zst_log_without_zstandard_says_what_to_install(tmp_path, monkeypatch):
+    zstandard = pytest.importorskip("zstandard", reason="needed to write the .zst file first")
+    f = write(tmp_path / "run" / "train.log.zst", zstandard.ZstdCompressor().compress(megatron_log().encode()))
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # as if the extra were not installed
+    res = run("facts", "--target", str(f.parent), "--format", "json")
+    assert res.exit_code == 0
+    out = json.loads(res.stdout)
+    assert any("zstandard" in w["message"] and "precdx[zstd]" in w["message"] and w.get("path") == str(f)
+               for w in out["warnings"])
+    res = run("diagnose", "--target", str(f))
+    assert res.exit_code == 2 and "zstandard" in res.stderr

@@ -18,7 +18,6 @@ Problems are collected as messages for the caller to turn into warnings.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import os
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from engine.collectors.logs.model import parse_num
-from engine.compression import open_binary
+from engine.compression import open_binary, plain_name
 
 Keep = Callable[[str], bool]
 MAX_BAD_LINES_REPORTED = 3
@@ -223,15 +222,16 @@ def read_csv(path: Path, keep: Keep, prefer: Iterable[str] = ()) -> Scalars:
     (a user mapping) names, else the first run, with a note naming the others."""
     out = Scalars("csv", str(path), by_row=True, files=[str(path)])
     try:
-        fh = io.TextIOWrapper(open_binary(path), encoding="utf-8", errors="replace", newline="")
+        fh = open_binary(path)  # .csv.gz / .csv.zst too
     except OSError as exc:
         out.note(path, f"cannot read: {exc.strerror or exc}")
         return out
     with fh:
-        reader = csv.reader(fh)
+        delimiter = "\t" if plain_name(path).lower().endswith(".tsv") else ","
+        reader = csv.reader((line.decode("utf-8", errors="replace") for line in fh), delimiter=delimiter)
         try:
             header = next(reader)
-        except (StopIteration, csv.Error):
+        except (StopIteration, csv.Error, OSError):
             out.note(path, "no header row")
             return out
         header = [h.strip().lstrip("\ufeff") for h in header]
@@ -261,7 +261,7 @@ def read_csv(path: Path, keep: Keep, prefer: Iterable[str] = ()) -> Scalars:
                         bad += 1
                         continue
                     out.add(name, row_no, v)
-        except csv.Error as exc:
+        except (csv.Error, OSError) as exc:
             out.note(path, f"CSV damaged ({exc}); read up to there")
         if bad:
             out.note(path, f"{bad} non-numeric cell(s) in metric columns were skipped")

@@ -136,3 +136,15 @@ def test_binary_wandb_run_files_written_by_the_sdk(tmp_path):
     assert 0 < pick(facts, "loss_series", role="target").n_points < 60
     assert any(files[1].name in x.get("path", "") and ("cut off" in x["message"] or "damaged" in x["message"])
                for x in w)
+
+
+def test_compressed_csv_export_is_read(tmp_path):
+    import gzip
+
+    run = tmp_path / "run"
+    run.mkdir()
+    text = "global_step,train_loss\n" + "".join(f"{i},{curve(i)}\n" for i in range(1, 51))
+    (run / "metrics.csv.gz").write_bytes(gzip.compress(text.encode()))
+    facts, w = facts_of(target=run)
+    s = pick(facts, "loss_series", role="target")
+    assert (s.n_points, s.first_loss) == (50, pytest.approx(curve(1)))
