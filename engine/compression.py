@@ -42,14 +42,6 @@ def plain_name(path: Path | str) -> str:
     return name
 
 
-def zstd_available() -> bool:
-    try:
-        import zstandard  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 class _GzipStream:
     """Streaming gzip decompression with zlib (multi-member files too). Unlike GzipFile, data
     decompressed before an early end of the file is kept: a cut-off log reads up to the cut."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import re
 import struct
 import zlib
@@ -450,10 +449,3 @@ def read_wandb_binary(path: Path, keep: Keep) -> Scalars:
     except OSError as exc:
         out.note(path, f"cannot read: {exc.strerror or exc}")
     return out
-
-
-def file_size(path: Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0

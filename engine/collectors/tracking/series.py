@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from engine.collectors.logs.series import SeriesBuilder, StepSeries
 from engine.collectors.tracking import readers
 from engine.collectors.tracking.sniff import KIND, TAGS_KIND, sniff
 from engine.collectors.tracking.tags import FIELDS, PROFILES, Mapping, Profile, load_user_profile, with_fallbacks
+from engine.compression import read_head
 from engine.errors import PrecdxError, Warnings
 
 FALLBACK_DEPTH = 4          # without discovery, how deep a run folder is searched
@@ -103,7 +105,6 @@ def _fallback(run: RunDir) -> list[Artefact]:
                 return found
             p = Path(dirpath) / f
             try:
-                from engine.compression import read_head
                 head = read_head(p, 64 * 1024)
             except OSError:
                 continue
@@ -163,10 +164,10 @@ def read_sources(case: Case | None, run: RunDir, warnings: Warnings) -> list[Sou
     return out
 
 
-def to_records(src: Source) -> list[Record]:
+def to_records(src: Source) -> Iterator[Record]:
     """The points of a mapped source as Records in writing order (train points along the
     loss scalar, other fields looked up at the same step, the last value logged for a step
-    winning; evaluation points as eval records)."""
+    winning; evaluation points as eval records). Streamed: the builder folds long runs."""
     s, m = src.scalars, src.mapping
     assert m is not None
     loss_name = m.names["loss"]
@@ -176,10 +177,9 @@ def to_records(src: Source) -> list[Record]:
     if s.by_row:
         step_name = next((n for n in m.profile.step if s.count(n)), None)
         if step_name is None:
-            return []
+            return
         step_of = _lookup(s, step_name)
     fields = {f: _lookup(s, n) for f, n in m.names.items() if f not in ("loss", "eval_loss")}
-    out: list[Record] = []
     steps = keys if step_of is None else step_of(keys)
     values = {f: fn(keys) for f, fn in fields.items()}
     fw = m.profile.framework
@@ -195,7 +195,7 @@ def to_records(src: Source) -> list[Record]:
                     rec.skipped = int(v) if np.isfinite(v) else None
                 else:
                     setattr(rec, f, float(v))
-        out.append(rec)
+        yield rec
     if "eval_loss" in m.names:
         name = m.names["eval_loss"]
         ek = np.frombuffer(s.cols[name][0], dtype=np.int64)
@@ -203,8 +203,7 @@ def to_records(src: Source) -> list[Record]:
         es = ek if step_of is None else step_of(ek)
         for i in range(ek.size):
             if es[i] == es[i]:
-                out.append(Record(line=i + 1, framework=fw, kind="eval", step=int(es[i]), loss=float(ev[i])))
-    return out
+                yield Record(line=i + 1, framework=fw, kind="eval", step=int(es[i]), loss=float(ev[i]))
 
 
 def _lookup(s: readers.Scalars, name: str):
@@ -239,11 +238,12 @@ def curve_builders(case: Case | None, run: RunDir, warnings: Warnings) -> list[t
                              f"({shown}{', ...' if len(src.scalars.present) > 8 else ''}); name it in a "
                              "precdx_tracking_tags file", path=src.label)
             continue
-        records = to_records(src)
         b = TrackedBuilder(run.name, run.role, src.mapping.profile.windowed, src.scalars.tool)
-        for r in records:
+        n = 0
+        for r in to_records(src):
+            n += r.kind == "train"
             b.add(r)
-        n = sum(1 for r in records if r.kind == "train")
+        src.scalars.cols.clear()  # the builder holds the curve now
         if n == 0:
             warnings.add(f"{src.scalars.tool}: scalar '{src.mapping.names['loss']}' holds no training points "
                          "with a step", path=src.label)

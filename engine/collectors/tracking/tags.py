@@ -92,10 +92,6 @@ PROFILES: tuple[Profile, ...] = (
 )
 
 
-def all_loss_names() -> set[str]:
-    return {n for p in PROFILES for n in p.loss}
-
-
 def choose_profile(present: set[str], user: Profile | None = None) -> Profile | None:
     """The profile for a source holding these scalar names: the user's mapping when its loss
     name is present, else the first built-in profile that matches."""
