@@ -128,6 +128,7 @@ class Probe:
         self.records: list[StepRecord] = []
         self.first_nonfinite: dict[str, Any] | None = None
         self._record: StepRecord | None = None
+        self._paused: StepRecord | None = None
         self._busy = False
         self._patched: list[WrapTarget] = []
         self._handles: list[Any] = []
@@ -162,8 +163,20 @@ class Probe:
         if self.level != "L0":
             self._install_api_wrappers()
 
+    def pause(self) -> None:
+        """Stop recording calls until ``resume`` without ending the step's record (hooks and
+        wrappers stay installed and pass through): e.g. between a micro-batch's backward and
+        the next micro-batch's forward, or over gradient clipping."""
+        if self._record is not None:
+            self._paused, self._record = self._record, None
+
+    def resume(self) -> None:
+        if self._paused is not None and self._record is None:
+            self._record, self._paused = self._paused, None
+
     def stop(self) -> StepRecord | None:
         """End recording; write the step's files when a dump path was given."""
+        self.resume()
         record = self._record
         if record is None:
             return None
