@@ -130,13 +130,14 @@ def forward_backward(model, tokens: torch.Tensor, labels: torch.Tensor, loss_sca
 
 def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = None,
           dump_step: int | None = None, summary_mode: str = "statistics",
-          overflow_from: int | None = None, watcher=None) -> RunResult:
+          overflow_from: int | None = None, watch_with=None) -> RunResult:
     """Train ``cfg.train_iters`` iterations under ``profile``; dump step ``dump_step`` (0-based).
 
     ``overflow_from`` (loss_scale_collapse) makes a target fp16 kernel emit inf into the
-    gradients on a growing share of iterations from that iteration on. ``watcher`` (an
-    ``engine.watch.Watcher``) gets each iteration's batch and logged scalars, before the update
-    (as Megatron checks for NaN before it), and can stop the run.
+    gradients on a growing share of iterations from that iteration on. ``watch_with(model,
+    optimizer)`` returns an ``engine.watch.Watcher`` that gets each iteration's batch and logged
+    scalars, before the update (as Megatron checks for NaN before it), can stop the run, and is
+    closed when training ends.
     """
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, cfg.seed)
@@ -152,6 +153,17 @@ def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = N
     inputs = step_inputs(torch.zeros(cfg.micro_batch_size, cfg.model.seq_length, dtype=torch.long))
     overflow_gen = torch.Generator().manual_seed(cfg.seed + 7)
     result = RunResult(num_parameters=sum(p.numel() for p in model.parameters()))
+    watcher = watch_with(model, optimizer) if watch_with is not None else None
+    try:
+        _loop(cfg, profile, model, optimizer, scaler, probe, inputs, overflow_gen, overflow_from, result, watcher)
+    finally:
+        if watcher is not None:
+            watcher.close()
+    return result
+
+
+def _loop(cfg, profile, model, optimizer, scaler, probe, inputs, overflow_gen, overflow_from, result,
+          watcher) -> None:
     updates = 0
     with device_numerics(profile):
         for it in range(1, cfg.train_iters + 1):
@@ -202,4 +214,3 @@ def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = N
                 timestamp=time.time()))
             if stop:
                 break
-    return result

@@ -298,7 +298,8 @@ class Probe:
                 record.data[name] = {"input_args": in_args, "input_kwargs": in_kwargs,
                                      "output": encode(outputs, self.summary_mode)}
                 self._add_stack(name, frames)
-                if self.stop_at_nonfinite and not is_finite_value(outputs):
+                if self.stop_at_nonfinite and not is_finite_value(outputs) \
+                        and not _masking_inf(short, outputs):
                     self._found_nonfinite(name, parent, args, kwargs, record.data[name], frames)
             self._hook_api_backward(short, index, low, parent, args, result)
         finally:
@@ -460,6 +461,19 @@ class Probe:
                 self._record.data[name] = got
                 self._param_grads[key] = {}
         return param_hook
+
+
+# Ops that write -inf on purpose (attention masks): their infinities are not an accident
+_MASKING = frozenset({"masked_fill", "masked_fill_", "where", "triu", "tril", "full", "full_like", "fill_"})
+
+
+def _masking_inf(short: str, outputs: list[Any]) -> bool:
+    """A masking op whose output holds infinities but no NaN (msprobe's NaN analysis leaves
+    these out too)."""
+    if short.rsplit(".", 1)[-1] not in _MASKING:
+        return False
+    return not any(isinstance(o, torch.Tensor) and o.is_floating_point() and bool(torch.isnan(o).any())
+                   for o in outputs)
 
 
 def _write_json(path: Path, obj: Any) -> None:

@@ -256,6 +256,38 @@ class StepRecorder:
         return cfg
 
 
+_MASKING = ("masked_fill", "masked_fill_", "where", "triu", "tril", "full", "full_like", "fill_")
+
+
+def nonfinite_entries(data: Mapping[str, Any]) -> list[str]:
+    """Entries of a recorded step whose output statistics are NaN/Inf (masking ops, which write
+    -inf on purpose, left out)."""
+    found = []
+    for name, entry in data.items():
+        parts = name.split(".")
+        if len(parts) > 1 and parts[1] in _MASKING:
+            continue
+        out = entry.get("output") if isinstance(entry, dict) else None
+        if out is None and isinstance(entry, dict) and "input_args" not in entry and "input" not in entry:
+            out = entry  # parameters_grad: only produced values
+        if _stats_nonfinite(out):
+            found.append(name)
+    return found
+
+
+def _stats_nonfinite(obj: Any, depth: int = 0) -> bool:
+    if depth > 8:
+        return False
+    if isinstance(obj, dict):
+        if obj.get("type") == "torch.Tensor":
+            return any(isinstance(obj.get(k), float) and not (obj[k] == obj[k] and abs(obj[k]) != float("inf"))
+                       for k in ("Max", "Min", "Norm"))
+        return any(_stats_nonfinite(v, depth + 1) for v in obj.values())
+    if isinstance(obj, list):
+        return any(_stats_nonfinite(v, depth + 1) for v in obj)
+    return False
+
+
 def _tensors(obj: Any, depth: int = 0) -> list[torch.Tensor]:
     if depth > 4:
         return []

@@ -26,14 +26,17 @@ def format_line(p: Point, total: int, framework: str) -> str:
     parts = [f" [{stamp}] iteration {p.step:8d}/{total:8d} |"]
     if p.lr is not None:
         parts.append(f" learning rate: {_num(p.lr)} |")
-    parts.append(f" lm loss: {_num(p.loss)} |")
-    if p.loss_scale is not None:
-        parts.append(f" loss scale: {_num(p.loss_scale)} |")
-    if p.grad_norm is not None:
-        parts.append(f" grad norm: {_num(p.grad_norm)} |")
     skipped = int(p.skipped or (p.loss_scale is not None and p.grad_norm is not None
                                 and not math.isfinite(p.grad_norm)))
-    nan = int(any(v is not None and math.isnan(v) for v in (p.loss, p.grad_norm)))
+    # an iteration skipped for overflow prints neither loss nor grad norm (as Megatron does):
+    # a skip, not a NaN
+    if not skipped:
+        parts.append(f" lm loss: {_num(p.loss)} |")
+    if p.loss_scale is not None:
+        parts.append(f" loss scale: {_num(p.loss_scale)} |")
+    if p.grad_norm is not None and not skipped:
+        parts.append(f" grad norm: {_num(p.grad_norm)} |")
+    nan = int(not skipped and any(v is not None and math.isnan(v) for v in (p.loss, p.grad_norm)))
     parts.append(f" number of skipped iterations: {skipped:3d} |")
     parts.append(f" number of nan iterations: {nan:3d} |")
     return "".join(parts)
@@ -53,7 +56,7 @@ class RunLog:
         self._fh.write("training ...\n")
 
     def write(self, p: Point) -> None:
-        if self._fh is None or p.loss is None:
+        if self._fh is None or (p.loss is None and not p.skipped):
             return
         self._fh.write(format_line(p, self.total, self.framework) + "\n")
 

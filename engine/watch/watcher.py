@@ -249,10 +249,10 @@ class Watcher:
         self.breach = found[0]
         self._say(f"precdx watch: breach at step {self.breach.step} ({self.breach.check}): {self.breach.en}")
         self._write_case()
-        left = self.capture_steps
-        if left and self.breach.nonfinite and self._rerun_step(self.breach.step):
-            left -= 1
-        self._captures_left = left
+        self._captures_left = self.capture_steps
+        if self._captures_left and self.breach.nonfinite and self._rerun_step(self.breach.step):
+            self._captures_left = max(0, self._captures_left - 1)
+        left = self._captures_left
         if left and self.model is not None:
             self._arm()
         elif self.on_breach == "stop":
@@ -334,7 +334,8 @@ class Watcher:
         skipped or is still to come)."""
         import torch
         from engine.probe.nan_locator import locate_first_nan
-        from engine.watch.capture import NoUpdate, StepRecorder, default_step, rng_state, set_rng_state
+        from engine.watch.capture import (NoUpdate, StepRecorder, default_step, nonfinite_entries, rng_state,
+                                          set_rng_state)
         if self.model is None or not self._step_open:
             self.notes.append("non-finite step not re-run: no forward of the model was seen in that step")
             return False
@@ -386,6 +387,18 @@ class Watcher:
             set_rng_state(keep_rng)
         if dump is None:
             return False
+        record = rec.probe.records[-1] if rec.probe.records else None
+        if record is None or not nonfinite_entries(record.data):
+            # a clean re-run is no evidence about the NaN/Inf that breached: keep it out of the case
+            shutil.rmtree(dump, ignore_errors=True)
+            shutil.rmtree(self._state_dir(iteration), ignore_errors=True)
+            self.notes.append(f"the non-finite value of step {iteration} did not reproduce when the step was "
+                              "re-run from the same weights, batch and RNG (it arose outside the model's "
+                              "forward/backward, e.g. in loss-scaled gradients, the optimizer or "
+                              "communication); no dump kept")
+            self._say(f"precdx watch: non-finite step {iteration} did not reproduce on re-run; no dump kept")
+            self._captures_left = 0
+            return True
         entry = {"iteration": iteration, "dump_step": iteration - 1, "kind": "rerun", **info,
                  "dump": dump.relative_to(self.out).as_posix()}
         self.captured.append(entry)
@@ -403,10 +416,8 @@ class Watcher:
             self._copied = getattr(self, "_copied", {})
             if folder not in self._copied:
                 self._copied[folder] = copy_run(lr, self.out / folder)
-        cfg = dict(self.config)
-        cfg.update({k: v for k, v in self._optimizer_settings().items() if k not in cfg})
-        if cfg:
-            write_json(self.run_dir / "training_config.json", cfg)
+        if self.config:
+            write_json(self.run_dir / "training_config.json", self.config)
         if self.environment:
             (self.run_dir / "env.txt").write_text(env_listing(), encoding="utf-8")
             (self.run_dir / "pip_freeze.txt").write_text(pip_listing(), encoding="utf-8")
@@ -433,12 +444,7 @@ class Watcher:
             out["adam_beta1"], out["adam_beta2"] = betas
         if isinstance(g.get("eps"), float):
             out["adam_eps"] = g["eps"]
-        out["optimizer"] = type(getattr(opt, "optimizer", opt)).__name__.lower()
-        try:
-            import torch
-            out.setdefault("deterministic_mode", bool(torch.are_deterministic_algorithms_enabled()))
-        except ImportError:
-            pass
+        out["optimizer"] = type(getattr(opt, "optimizer", opt)).__name__
         return out
 
     def _write_probe_config(self) -> None:
@@ -466,6 +472,7 @@ class Watcher:
             "also_breached": [b.as_dict() for b in getattr(self, "breaches", [])[1:]],
             "captured": getattr(self, "captured", []),
             "first_nan": getattr(self, "first_nan", None),
+            "optimizer": self._optimizer_settings() if getattr(self, "optimizer", None) is not None else None,
             "summary_mode": getattr(self, "summary_mode", None), "level": getattr(self, "level", None),
             "rank": getattr(self, "rank", 0),
             "probe_scope": "from the model's first forward to the end of its last backward in the step",
