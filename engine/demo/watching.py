@@ -86,7 +86,7 @@ def run_watch_case(fault_name: str, out_dir: Path | str, *, steps: int = 24, see
                    replay_steps: bool = True, quiet: bool = False) -> Path:
     """Baseline, watched target (and its first launch for the rerun fault), replay of the
     captured step on the reference side; returns the case folder (``out_dir/case``)."""
-    from engine.watch.replay import replay
+    from engine.watch.replayer import replay
     from engine.watch.watcher import Watcher
 
     fault = FAULTS.get(fault_name)
@@ -105,7 +105,7 @@ def run_watch_case(fault_name: str, out_dir: Path | str, *, steps: int = 24, see
 
 
 def _run(fault: Any, out_dir: Path, steps: int, seed: int, replay_steps: bool, quiet: bool) -> Path:
-    from engine.watch.replay import replay
+    from engine.watch.replayer import replay
     from engine.watch.watcher import Watcher
 
     base_cfg, target_cfg = _configs(fault, steps, seed)

@@ -28,7 +28,7 @@ _LAZY = {
     "HFWatchCallback": "engine.watch.hf",
     "LightningWatchCallback": "engine.watch.lightning",
     "megatron_hook": "engine.watch.megatron",
-    "replay": "engine.watch.replay",
+    "replay": "engine.watch.replayer",
     "ModelInputs": "engine.watch.capture",
 }
 

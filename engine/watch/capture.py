@@ -209,7 +209,8 @@ class StepRecorder:
         return self
 
     def _pre(self, module, args, kwargs):
-        self.on_forward()
+        if module.training:  # evaluation forwards are not part of the training step
+            self.on_forward()
         return None
 
     def on_forward(self) -> None:

@@ -171,8 +171,8 @@ class Watcher:
 
     # ----- hooks ---------------------------------------------------------------------
     def _on_forward(self, module, args, kwargs):
-        if self._rerunning or self._step_open:
-            return None
+        if self._rerunning or self._step_open or not getattr(module, "training", True):
+            return None  # a re-run, a later micro-batch of the step, or an evaluation forward
         import torch
         self._step_open = True
         self._inputs = (args, kwargs)
