@@ -164,19 +164,25 @@ class Probe:
             self._install_api_wrappers()
 
     def pause(self) -> None:
-        """Stop recording calls until ``resume`` without ending the step's record (hooks and
-        wrappers stay installed and pass through): e.g. between a micro-batch's backward and
-        the next micro-batch's forward, or over gradient clipping."""
+        """Stop recording calls until ``resume`` without ending the step's record: e.g. between
+        a micro-batch's backward and the next micro-batch's forward, or over gradient clipping
+        and the update. Wrappers and hooks come off meanwhile (torch is as it was)."""
         if self._record is not None:
             self._paused, self._record = self._record, None
+            self._uninstall()
 
     def resume(self) -> None:
         if self._paused is not None and self._record is None:
             self._record, self._paused = self._paused, None
+            if self.level != "L1":
+                self._install_module_hooks()
+            if self.level != "L0":
+                self._install_api_wrappers()
 
     def stop(self) -> StepRecord | None:
         """End recording; write the step's files when a dump path was given."""
-        self.resume()
+        if self._paused is not None and self._record is None:
+            self._record, self._paused = self._paused, None
         record = self._record
         if record is None:
             return None

@@ -20,10 +20,11 @@ from engine.watch.watcher import Watcher
 
 
 def lightning_step(model: Any, optimizer: Any, batch: Any) -> Any:
-    """Replay step function for LightningModules: ``training_step`` then backward."""
+    """Replay step function for LightningModules: ``training_step``, then backward as Lightning's
+    automatic optimisation runs it (the loss divided by ``accumulate_grad_batches``, 1 here)."""
     out = model.training_step(batch, 0)
     loss = out["loss"] if isinstance(out, Mapping) else out
-    loss.backward()
+    (loss / 1).backward()
     return loss
 
 
