@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# CPU build of torch (a bare `torch` requirement would pull a multi-GB CUDA build)
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[serve,test]'
+	$(BIN)/pip install -q -e '.[serve,test,tracking,wandb,zstd,mcp]'
 	touch $(STAMP)
 
 demo: setup

@@ -15,17 +15,44 @@ FORMATS = ("text", "json", "markdown", "html")
 
 
 class _Group(click.Group):
-    """Turns PrecdxError into one clear line and a non-zero exit, never a traceback."""
+    """Turns PrecdxError (and OS errors on the user's files) into one clear line on stderr and
+    exit 2 (3 for internal limits), never a traceback; with `--format json` stdout also gets
+    the error as a JSON object: {"error": {"message", "path", "line", "hint", "exit_code"}}.
+    Exit 1 stays reserved for `--fail-on` and failed lint/tests/audit gates."""
 
     def invoke(self, ctx: click.Context):
+        as_json = _wants_json(ctx)
         try:
             return super().invoke(ctx)
         except PrecdxError as exc:
-            click.echo(f"precdx: error: {exc.render()}", err=True)
-            sys.exit(exc.exit_code)
+            _fatal(exc, as_json)
+        except OSError as exc:  # a file that vanished or cannot be read/written: bad input, not a bug
+            _fatal(PrecdxError(exc.strerror or str(exc), path=exc.filename), as_json)
+        except click.ClickException as exc:
+            if not as_json:
+                raise
+            _fatal(PrecdxError(exc.format_message(), exit_code=exc.exit_code), as_json)
         except KeyboardInterrupt:
             click.echo("precdx: interrupted", err=True)
             sys.exit(130)
+
+
+def _wants_json(ctx: click.Context) -> bool:
+    """`--format json` (or `--format=json`) among the sub-command's arguments."""
+    args = list(getattr(ctx, "_protected_args", None) or []) + list(ctx.args or [])
+    for i, a in enumerate(args):
+        if a == "--format=json" or (a == "--format" and i + 1 < len(args) and args[i + 1] == "json"):
+            return True
+    return False
+
+
+def _fatal(exc: PrecdxError, as_json: bool):
+    if as_json:
+        err = {"message": exc.message, "path": exc.path, "line": exc.line, "hint": exc.hint,
+               "exit_code": exc.exit_code}
+        click.echo(json.dumps({"error": err}, ensure_ascii=False))
+    click.echo(f"precdx: error: {exc.render()}", err=True)
+    sys.exit(exc.exit_code)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,12 +65,14 @@ def main() -> None:
 def _inputs(f):
     f = click.option("--facts", "facts_files", multiple=True, type=click.Path(dir_okay=False),
                      help="Facts as YAML/JSON (repeatable); combined with collected facts.")(f)
-    f = click.option("--baseline-rerun", "baseline_reruns", multiple=True, type=click.Path(file_okay=False),
-                     help="A rerun of the baseline job (repeatable).")(f)
-    f = click.option("--target-rerun", "target_reruns", multiple=True, type=click.Path(file_okay=False),
-                     help="A rerun of the target job (repeatable).")(f)
-    f = click.option("--baseline", type=click.Path(file_okay=False), help="Baseline run folder (e.g. the GPU run).")(f)
-    f = click.option("--target", type=click.Path(file_okay=False), help="Target run folder (e.g. the NPU run).")(f)
+    f = click.option("--baseline-rerun", "baseline_reruns", multiple=True, type=click.Path(),
+                     help="A rerun of the baseline job, folder or log file (repeatable).")(f)
+    f = click.option("--target-rerun", "target_reruns", multiple=True, type=click.Path(),
+                     help="A rerun of the target job, folder or log file (repeatable).")(f)
+    f = click.option("--baseline", type=click.Path(),
+                     help="Baseline run: its folder, or one training log / tracking file (e.g. the GPU run).")(f)
+    f = click.option("--target", type=click.Path(),
+                     help="Target run: its folder, or one training log / tracking file (e.g. the NPU run).")(f)
     f = click.argument("case_dir", required=False, type=click.Path(file_okay=False))(f)
     return f
 
@@ -127,9 +156,26 @@ class _time_budget:
         return False
 
 
+def _check_out(out: str | None) -> None:
+    """Refuse an output path that cannot be written before any work is done."""
+    if not out:
+        return
+    path = Path(out)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise PrecdxError("cannot write the report: its folder does not exist", path=out,
+                          hint=f"create {folder}/ first")
+    if path.is_dir():
+        raise PrecdxError("cannot write the report: this is a folder", path=out, hint="give a file name")
+
+
 def _emit(text: str, out: str | None) -> None:
     if out:
-        Path(out).write_text(text, encoding="utf-8")
+        _check_out(out)
+        try:
+            Path(out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise PrecdxError(f"cannot write the report: {exc.strerror or exc}", path=out) from None
         click.echo(f"wrote {out}", err=True)
     else:
         click.echo(text, nl=not text.endswith("\n"))
@@ -161,6 +207,7 @@ def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_f
     from engine.render import render
 
     progress.set_quiet(fmt == "json" or out is not None and fmt != "text")
+    _check_out(out)
     warnings = Warnings()
     with _time_budget(time_budget):
         facts = _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, warnings)
@@ -209,10 +256,11 @@ def facts(case_dir, target, baseline, target_reruns, baseline_reruns, facts_file
 
 # ------------------------------------------------------------------ inspect
 @main.command()
-@click.argument("case_dir", type=click.Path(file_okay=False))
+@click.argument("case_dir", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def inspect(case_dir, fmt):
-    """List what was recognised in a case or run folder, as what, and what was ignored and why."""
+    """List what was recognised in a case or run folder (or one file), as what, and what was
+    ignored and why."""
     from engine import discovery
 
     warnings = Warnings()
@@ -333,17 +381,24 @@ def audit(fmt, fail_under, rules_path, fail_unread):
 @click.option("--steps", type=int, default=None, help="Training steps per run.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
-def demo(fault, out_dir, list_faults, steps, fmt, lang):
+@click.option("--watch", "watch_run", is_flag=True,
+              help="Train the target under precdx watch: catch the breach live, capture and replay that "
+                   "step, then diagnose the captured case.")
+def demo(fault, out_dir, list_faults, steps, fmt, lang, watch_run):
     """Train a tiny GPT twice on the CPU (baseline and a faulty target), write real artefacts,
     and diagnose them."""
+    if list_faults:
+        from engine.demo.catalogue import FAULTS  # no torch needed to list
+        if fmt == "json":
+            _emit(json.dumps([{"fault": f.name, "failure_mode": f.failure_mode, "description": f.description,
+                               "runs": list(f.runs)} for f in FAULTS.values()], indent=2), None)
+        else:
+            _emit(_fault_table(FAULTS.values()), None)
+        return
     try:
         from engine import demo as lab
     except ImportError as exc:  # torch missing
         raise PrecdxError(f"the demo needs torch: {exc}", hint="pip install torch==2.13.0") from None
-    if list_faults:
-        for name, info in lab.FAULTS.items():
-            click.echo(f"{name:<22} {info}")
-        return
     fault = fault or lab.DEFAULT_FAULT
     if fault not in lab.FAULTS:
         raise PrecdxError(f"unknown fault {fault!r}", hint="choose from " + ", ".join(lab.FAULTS))
@@ -353,14 +408,95 @@ def demo(fault, out_dir, list_faults, steps, fmt, lang):
     from engine.render import render
 
     progress.set_quiet(fmt == "json")
-    click.echo(f"precdx demo: training baseline and target with fault '{fault}' ...", err=True)
     kw = {"steps": steps} if steps else {}
-    case_dir = lab.run_demo(fault, Path(out_dir), **kw)
+    if watch_run:
+        case_dir = _demo_watch(fault, Path(out_dir), kw, quiet=fmt == "json")
+    else:
+        click.echo(f"precdx demo: training baseline and target with fault '{fault}' ...", err=True)
+        case_dir = lab.run_demo(fault, Path(out_dir), **kw)
     click.echo(f"precdx demo: artefacts written to {case_dir}; diagnosing ...", err=True)
     warnings = Warnings()
     facts = collect(discover(case_dir, warnings=warnings), warnings)
     diag = run_diagnosis(facts, lang=lang, warnings=warnings)
     _emit(render(diag, fmt, **({"case_dir": str(case_dir)} if fmt == "html" else {})), None)
+
+
+def _fault_table(faults) -> str:
+    """fault | failure mode | runs | description, the description wrapped to the terminal."""
+    import shutil
+    import textwrap
+
+    faults = list(faults)
+    w1 = max(len("fault"), *(len(f.name) for f in faults))
+    w2 = max(len("failure mode"), *(len(f.failure_mode) for f in faults))
+    runs = {f.name: ",".join(r for r in f.runs if r not in ("baseline", "target")) or "-" for f in faults}
+    w3 = max(len("extra runs"), *(len(r) for r in runs.values()))
+    indent = w1 + w2 + w3 + 6
+    width = max(40, shutil.get_terminal_size((120, 24)).columns - indent)
+    lines = [f"{'fault':<{w1}}  {'failure mode':<{w2}}  {'extra runs':<{w3}}  description",
+             f"{'-' * w1}  {'-' * w2}  {'-' * w3}  {'-' * min(width, 40)}"]
+    for f in faults:
+        wrapped = textwrap.wrap(f.description, width) or [""]
+        lines.append(f"{f.name:<{w1}}  {f.failure_mode:<{w2}}  {runs[f.name]:<{w3}}  {wrapped[0]}")
+        lines.extend(" " * indent + more for more in wrapped[1:])
+    return "\n".join(lines) + "\n"
+
+
+def _demo_watch(fault: str, out_dir: Path, kw: dict, quiet: bool) -> Path:
+    """demo --watch: baseline job, target under the watcher, replay of the captured step."""
+    from engine.demo.watching import run_watch_case
+    from engine.watch import load_status
+
+    click.echo(f"precdx demo --watch: training the baseline, then the target with fault '{fault}' under "
+               "precdx watch ...", err=True)
+    case_dir = run_watch_case(fault, out_dir, quiet=quiet, **kw)
+    status = load_status(case_dir)
+    breach = status.get("breach")
+    if breach:
+        click.echo(f"precdx demo --watch: breach at step {breach['step']} ({breach['check']}); captured "
+                   + (", ".join(f"iteration {c['iteration']}" for c in status.get("captured", [])) or "nothing")
+                   + f"; replayed on the reference side. Case: {case_dir}", err=True)
+    else:
+        click.echo(f"precdx demo --watch: no breach; case: {case_dir}", err=True)
+    return case_dir
+
+
+# ------------------------------------------------------------------ replay
+@main.command()
+@click.argument("case_dir", type=click.Path(file_okay=False))
+@click.option("--step", type=int, default=None,
+              help="Captured iteration to replay (as logged, 1-based); default: the first captured.")
+@click.option("--model-fn", "model_fn", required=True, metavar="MODULE:FUNCTION",
+              help="function() -> model or (model, optimizer), built as the reference side builds them.")
+@click.option("--step-fn", "step_fn", default=None, metavar="MODULE:FUNCTION",
+              help="function(model, optimizer, batch): the step's forward and backward "
+                   "[default: call the model on the batch, backpropagate the loss it returns].")
+@click.option("--batch-fn", "batch_fn", default=None, metavar="MODULE:FUNCTION",
+              help="function(iteration, saved_batch) -> the batch the reference side reads at that iteration "
+                   "[default: the watched run's batch].")
+@click.option("--checkpoint", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="State dict to load instead of the captured one (large models).")
+@click.option("--side", type=click.Choice(["baseline", "target"]), default=None,
+              help="Folder to write the replay into [default: the reference side recorded in watch.json].")
+@click.option("--diagnose", "then_diagnose", is_flag=True, help="Diagnose the case afterwards.")
+def replay(case_dir, step, model_fn, step_fn, batch_fn, checkpoint, side, then_diagnose):
+    """Re-run a step captured by precdx watch on the reference side with the probe on, so both
+    sides of that step are in the case (watch.json says which steps were captured)."""
+    try:
+        from engine.watch.replayer import replay as run_replay
+    except ImportError as exc:  # torch missing
+        raise PrecdxError(f"replay needs torch: {exc}", hint="pip install torch") from None
+    dump = run_replay(case_dir, step, model_fn=model_fn, step_fn=step_fn, batch_fn=batch_fn,
+                      checkpoint=checkpoint, side=side, quiet=True)
+    click.echo(f"precdx replay: wrote {dump}", err=True)
+    if then_diagnose:
+        from engine.diagnosis import diagnose as run_diagnosis
+        from engine.pipeline import collect, discover
+        from engine.render import render
+
+        warnings = Warnings()
+        diag = run_diagnosis(collect(discover(case_dir, warnings=warnings), warnings), warnings=warnings)
+        _emit(render(diag, "text"), None)
 
 
 # ------------------------------------------------------------------ serve / ask (optional parts)
@@ -377,6 +513,19 @@ def serve(host, port, workers, db_url, token):
     except ImportError as exc:
         raise PrecdxError(f"the service needs its extras: {exc}", hint="pip install 'precdx[serve]'") from None
     run_server(host=host, port=port, workers=workers, db_url=db_url, token=token)
+
+
+@main.command("mcp")
+def mcp_server():
+    """Serve the engine to AI assistants over the Model Context Protocol (stdio): tools to
+    diagnose a case or facts, explain, list failure modes and plan the next evidence; the
+    knowledge base as resources."""
+    try:
+        from engine.mcp.server import main as run_mcp
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise PrecdxError(f"the MCP server needs its extra: {exc}", hint="pip install 'precdx[mcp]'") from None
+    run_mcp()
 
 
 @main.command()

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Sequence
 
 from engine.collectors import all_collectors
 from engine.collectors.base import ROLE_ORDER, Artefact, Case, Collector, RunDir
+from engine.compression import compression_of, read_head
 from engine.errors import PrecdxError, Warnings
 from engine.facts import Fact, make
 
@@ -22,6 +23,8 @@ MAX_FILES_PER_RUN = 50_000
 MAX_DEPTH = 16
 # Folders that never hold run artefacts but can be huge.
 SKIP_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "node_modules", ".venv"}
+# Collectors whose readers decompress .gz / .zst artefacts (engine.compression.open_binary).
+_READS_COMPRESSED = {"logs", "tracking"}
 
 _GROUP_DIR = re.compile(r"^(group|grp|node_?group)[-_]?\d+$", re.IGNORECASE)
 # File names the run layout gives artefacts: when none of them is recognised by content the user
@@ -72,7 +75,61 @@ def discover_case(case_dir: str | Path, *, warnings: Warnings | None = None,
                          target_reruns=found["target_rerun"], baseline_reruns=found["baseline_rerun"],
                          warnings=warnings, collectors=collectors, _names_from_folders=True)
     case.root = root
+    _label_declared_logs(case, warnings)
     return case
+
+
+def _label_declared_logs(case: Case, warnings: Warnings) -> None:
+    """Name the format of logs that only a user-declared format (a `precdx_log_formats` YAML in
+    the run or case folder) reads, so `precdx inspect` shows `log [mytrainer (declared)]`
+    rather than `unrecognised`; such a file is a log, not also an env listing whose
+    KEY=VALUE-looking lines fooled the env sniffer."""
+    from engine.collectors.logs.formats import builtin_parsers
+    from engine.collectors.logs.formats.declared import TOP_KEY, DeclaredParser, load_declared_formats
+    from engine.collectors.logs.model import Record
+    from engine.collectors.logs.reader import parse_lines
+
+    shared: list[Path] = []
+    if case.root is not None and Path(case.root).is_dir():
+        for p in sorted(Path(case.root).glob("*.y*ml")):
+            if f"{TOP_KEY}:".encode() in _head(p, HEAD_BYTES):
+                shared.append(p)
+    for run in case.runs:
+        paths = [a.path for a in run.artefacts if a.kind == "log.format"] + [p for p in shared]
+        if not paths:
+            continue
+        formats = []
+        for p in dict.fromkeys(paths):
+            try:
+                formats.extend(load_declared_formats(p))
+            except PrecdxError:
+                continue  # the logs collector reports a broken format file
+        if not formats:
+            continue
+        declared_names = {f.name for f in formats}
+        relabelled: set[Path] = set()
+        for art in run.artefacts:
+            if art.kind != "log" or art.detail in ("binary", "empty"):
+                continue
+            try:
+                head = read_head(art.path, HEAD_BYTES)
+            except OSError:
+                continue
+            lines = head.decode("utf-8", errors="replace").splitlines()
+            if lines and not head.endswith(b"\n"):
+                lines = lines[:-1]
+            counts: dict[str, int] = {}
+            parsers = [DeclaredParser(f) for f in formats] + builtin_parsers()
+            for item in parse_lines(lines, parsers):
+                if isinstance(item, Record):
+                    counts[item.framework] = counts.get(item.framework, 0) + 1
+            if counts:
+                best = max(counts, key=counts.get)
+                if best in declared_names:
+                    art.detail = f"{best} (declared)"
+                    relabelled.add(art.path)
+        if relabelled:
+            run.artefacts = [a for a in run.artefacts if not (a.kind == "env" and a.path in relabelled)]
 
 
 def discover_folder(path: str | Path, *, warnings: Warnings | None = None,
@@ -80,9 +137,12 @@ def discover_folder(path: str | Path, *, warnings: Warnings | None = None,
     """A case folder, or else a single run folder (as the target run): what `precdx inspect`
     accepts."""
     root = Path(path)
+    if root.is_file():
+        return discover_runs(target=root, warnings=warnings, collectors=collectors)
     if root.is_dir() and not any(_role_of_folder(p.name) for p in root.iterdir() if p.is_dir()):
         case = discover_runs(target=root, warnings=warnings, collectors=collectors)
         case.root = root
+        _label_declared_logs(case, warnings)
         return case
     return discover_case(root, warnings=warnings, collectors=collectors)
 
@@ -107,15 +167,35 @@ def discover_runs(*, target: str | Path, baseline: str | Path | None = None,
     runs: list[RunDir] = []
     for role, path, name in specs:
         if not path.exists():
-            raise PrecdxError(f"{role} run folder does not exist", path=str(path))
-        if not path.is_dir():
-            raise PrecdxError(f"{role} run must be a folder", path=str(path))
+            raise PrecdxError(f"{role} run folder does not exist", path=str(path),
+                              hint="give a run folder, or one training log or tracking file")
         real = path.resolve()
         if real in seen:
-            raise PrecdxError(f"the same folder is given as {seen[real]} and as {role}", path=str(path))
+            raise PrecdxError(f"the same {'folder' if path.is_dir() else 'file'} is given as {seen[real]} "
+                              f"and as {role}", path=str(path))
         seen[real] = role
-        runs.extend(_discover_run(role, name, path, collectors, warnings))
-    return Case(runs=runs)
+        if path.is_dir():
+            runs.extend(_discover_run(role, name, path, collectors, warnings))
+        elif path.is_file():
+            runs.append(_discover_file_run(role, name, path, collectors, warnings))
+        else:
+            raise PrecdxError(f"{role} run must be a folder or a file", path=str(path))
+    case = Case(runs=runs)
+    _label_declared_logs(case, warnings)
+    return case
+
+
+def _discover_file_run(role: str, name: str, path: Path, collectors: Sequence[Collector],
+                       warnings: Warnings) -> RunDir:
+    """A run given as one file (a training log, possibly .gz/.zst, or a tracking file): the run
+    is that file alone, so picking one log out of a folder holding several is explicit."""
+    run = RunDir(role=role, name=name, root=path)
+    _sniff_file(run, path, path.resolve(), collectors, warnings, explicit=True)
+    if not run.artefacts:
+        why = run.ignored[0][1] if run.ignored else "not recognised"
+        raise PrecdxError(f"{role} file is not a training log or tracking file precdx recognises ({why})",
+                          path=str(path), hint="give the run folder instead, or see `precdx inspect`")
+    return run
 
 
 def _role_of_folder(name: str) -> str | None:
@@ -211,8 +291,8 @@ def _scan(run: RunDir, root: Path, collectors: Sequence[Collector], warnings: Wa
 
 
 def _sniff_file(run: RunDir, path: Path, real_root: Path, collectors: Sequence[Collector],
-                warnings: Warnings) -> None:
-    if path.is_symlink():
+                warnings: Warnings, explicit: bool = False) -> None:
+    if path.is_symlink() and not explicit:
         try:
             target = path.resolve(strict=True)
         except (OSError, RuntimeError):
@@ -244,6 +324,17 @@ def _sniff_file(run: RunDir, path: Path, real_root: Path, collectors: Sequence[C
     except OSError as exc:
         run.ignored.append((path, f"cannot read: {exc.strerror or exc}"))
         return
+    compressed = compression_of(path, head)
+    if compressed:
+        # .gz / .zst: the readers of these collectors decompress on the fly; others read raw bytes
+        collectors = [c for c in collectors if getattr(c, "name", "") in _READS_COMPRESSED]
+        try:
+            head = read_head(path, HEAD_BYTES)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            run.ignored.append((path, f"{compressed}-compressed, not readable: {why}"))
+            warnings.add(f"{compressed}-compressed file not readable: {why}", path=str(path))
+            return
     claimed: list[Artefact] = []
     for collector in collectors:
         try:
@@ -254,6 +345,10 @@ def _sniff_file(run: RunDir, path: Path, real_root: Path, collectors: Sequence[C
             continue
         if art is not None:
             claimed.append(art)
+    if not claimed:
+        own = _recognised_here(path, head)
+        if own is not None:
+            claimed.append(own)
     if claimed:
         run.artefacts.extend(claimed)
     else:
@@ -262,6 +357,8 @@ def _sniff_file(run: RunDir, path: Path, real_root: Path, collectors: Sequence[C
         if refused:
             why = f"YAML refused for safety ({refused})"
             warnings.add(f"{why}; ignored", path=str(path))
+        elif compressed:
+            why = f"{compressed}-compressed; the content: {why}"
         run.ignored.append((path, why))
         what = _named_like(path.name)
         if what and not refused:
@@ -282,6 +379,25 @@ def _unsafe_yaml(path: Path, head: bytes, size: int) -> str | None:
         text = exc.message
         if "alias" in text.lower() or "construct not allowed" in text:
             return text
+    return None
+
+
+_MSPROBE_CONFIG_KEYS = re.compile(rb'"(task|dump_path|level|rank|step)"\s*:')
+_MSPROBE_TASK = re.compile(rb'"task"\s*:\s*"([^"]*)"')
+_MSPROBE_LEVEL = re.compile(rb'"level"\s*:\s*"([^"]*)"')
+
+
+def _recognised_here(path: Path, head: bytes) -> Artefact | None:
+    """Files worth naming in `precdx inspect` that no collector reads: msprobe's own
+    configuration (config.json / msprobe_config.json: task, dump_path, level, rank, step)."""
+    body = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if path.suffix.lower() == ".json" and body.startswith(b"{"):
+        keys = {m.group(1) for m in _MSPROBE_CONFIG_KEYS.finditer(body[:8192])}
+        if {b"task", b"dump_path"} <= keys or ({b"task", b"level"} <= keys and b"msprobe" in path.name.encode()):
+            task = _MSPROBE_TASK.search(body)
+            level = _MSPROBE_LEVEL.search(body)
+            detail = "/".join(m.group(1).decode("utf-8", "replace") for m in (task, level) if m)
+            return Artefact(path, "msprobe.config", detail)
     return None
 
 
@@ -406,7 +522,7 @@ def inspect_case(case: Case) -> dict[str, Any]:
     area) and each ignored file with the reason."""
     runs = []
     for run in case.runs:
-        base = run.root
+        base = run.root if run.root.is_dir() else run.root.parent  # a run given as one file
         runs.append({
             "role": run.role,
             "name": run.name,

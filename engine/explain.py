@@ -14,6 +14,7 @@ def explain(name: str, *, lang: str = "en", fmt: str = "text") -> str:
     pack = load_pack()
     rules = pack.by_id()
     kb = load_kb()
+    name = _canonical(name, rules, kb)
     if name in rules:
         return _explain_rule(rules[name], lang, fmt)
     if name in kb:
@@ -23,6 +24,18 @@ def explain(name: str, *, lang: str = "en", fmt: str = "text") -> str:
     near = difflib.get_close_matches(name, list(rules) + list(kb), n=3)
     raise PrecdxError(f"no rule or failure mode named {name!r}",
                       hint=("did you mean " + ", ".join(near) + "?") if near else "see `precdx rules list`")
+
+
+def _canonical(name: str, *spaces) -> str:
+    """The id as spelt in the pack when `name` differs only in case (cfg-001 -> CFG-001)."""
+    if any(name in space for space in spaces):
+        return name
+    low = name.strip().lower()
+    for space in spaces:
+        hits = [k for k in space if k.lower() == low]
+        if len(hits) == 1:
+            return hits[0]
+    return name
 
 
 def _explain_rule(cr, lang: str, fmt: str) -> str:

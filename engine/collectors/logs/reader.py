@@ -8,6 +8,7 @@ from typing import Iterable, Iterator
 
 from engine.collectors.logs.formats import Item, LineParser, builtin_parsers
 from engine.collectors.logs.model import Record
+from engine.compression import open_binary
 
 MAX_LINE = 1 << 20          # longer "lines" are binary garbage or a missing newline; cut them
 BINARY_SNIFF = 64 * 1024
@@ -120,7 +121,7 @@ def _decoded_lines(fh, stats: ReadStats, block: int = 1 << 22) -> Iterator[str]:
 
 def iter_log(path: Path, stats: ReadStats, parsers: list[LineParser] | None = None) -> Iterator[Item]:
     """Items of one log file, streamed. Raises OSError if the file cannot be opened."""
-    with open(path, "rb") as fh:
+    with open_binary(path) as fh:  # .gz / .zst logs decompressed on the fly
         head = fh.read(BINARY_SNIFF)
         if looks_binary(head):
             stats.binary = True

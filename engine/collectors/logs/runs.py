@@ -14,6 +14,7 @@ from engine.collectors.logs.formats.hf import read_trainer_state
 from engine.collectors.logs.model import Record
 from engine.collectors.logs.reader import ReadStats, iter_log, looks_binary, parse_lines
 from engine.collectors.logs.series import SeriesBuilder, StepSeries
+from engine.compression import open_binary
 from engine.errors import PrecdxError, Warnings
 from engine.facts import Fact
 
@@ -111,8 +112,6 @@ def load_run_series(case: Case, run: RunDir, warnings: Warnings) -> StepSeries |
     declared = _declared(case, run, arts, warnings)
     logs = [a for a in arts if a.kind == "log"]
     states = [a for a in arts if a.kind == "log.trainer_state"]
-    if not logs and not states:
-        return None
     per_file: list[tuple[Path, SeriesBuilder, ReadStats | None]] = []
     for art in logs:
         b = SeriesBuilder(run.name, run.role)
@@ -139,6 +138,9 @@ def load_run_series(case: Case, run: RunDir, warnings: Warnings) -> StepSeries |
     # The richest source is the run's curve: most points, trainer_state.json winning ties
     # (exact values and steps), then the log with the most records.
     usable = [(p, b) for p, b, _ in per_file if b.primary() is not None]
+    if not usable:  # no text log with a curve: a tracking tool's (TensorBoard, W&B, MLflow, CSV)
+        from engine.collectors.tracking import curve_builders
+        usable = curve_builders(case, run, warnings)
     if not usable:
         return None
     path, best = max(usable, key=lambda pb: (max(pb[1].frameworks().values()),
@@ -146,9 +148,12 @@ def load_run_series(case: Case, run: RunDir, warnings: Warnings) -> StepSeries |
     series = best.build()
     if series is None:
         return None
-    # Events and provenance from every file of the run (a trainer_state has no events).
+    # Events and provenance from every file of the run (a trainer_state has no events), except
+    # from a second training log: two logs with iterations are two candidate curves (often two
+    # jobs), so one is used alone and the user hears which, rather than a silent merge.
+    rivals = _rival_logs(run, per_file, best, warnings)
     for p, b, _ in per_file:
-        if b is best:
+        if b is best or b in rivals:
             continue
         for kind, n in b.event_counts.items():
             series.event_counts[kind] = series.event_counts.get(kind, 0) + n
@@ -161,6 +166,25 @@ def load_run_series(case: Case, run: RunDir, warnings: Warnings) -> StepSeries |
     return series
 
 
+def _rival_logs(run: RunDir, per_file: list, best: SeriesBuilder, warnings: Warnings) -> list[SeriesBuilder]:
+    """Training logs of the run other than the one whose curve (or, under a trainer_state.json,
+    whose events) is used; a warning names them and how to choose."""
+    logs = [(p, b) for p, b, stats in per_file if stats is not None and b.primary() is not None]
+    if len(logs) < 2:
+        return []
+    chosen = next(((p, b) for p, b in logs if b is best), None) or \
+        max(logs, key=lambda pb: max(pb[1].frameworks().values()))
+    others = [(p, b) for p, b in logs if b is not chosen[1]]
+    shown = [chosen, *others][:5]
+    desc = ", ".join(f"{p.name}: {max(b.frameworks().values())} iterations" for p, b in shown)
+    if len(logs) > len(shown):
+        desc += f", and {len(logs) - len(shown)} more"
+    option = "--" + run.role.replace("_", "-")
+    warnings.add(f"{len(logs)} training logs in run '{run.name}' ({desc}): using {chosen[0].name} alone (the most "
+                 f"iterations), not a merge; to use another, pass that file as {option} FILE", path=str(run.root))
+    return [b for _, b in others]
+
+
 def _checkpoint_step(path: Path) -> int:
     try:
         return int(path.parent.name.rsplit("-", 1)[-1])
@@ -170,7 +194,7 @@ def _checkpoint_step(path: Path) -> int:
 
 def _head_text(path: Path) -> str:
     try:
-        with open(path, "rb") as fh:
+        with open_binary(path) as fh:
             return fh.read(64 * 1024).decode("utf-8", errors="replace")
     except OSError:
         return ""
