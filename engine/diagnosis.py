@@ -349,9 +349,14 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
         bound = {alias: fact_list[i] for alias, i in firing.bindings}
         if declared and rule.rule.failure_modes and rule.rule.stage == "checklist":
             hit = next((f for f in bound.values() if xp.is_declared(f, declared)), None)
-            if hit is not None:  # the user's own experiment: a trigger, not a cause
-                set_aside.setdefault(xp.diff_key(hit), []).append(rule.id)
-                continue
+            if hit is not None:
+                mechs = {m.mode for m in xp.mechanisms_for(
+                    xp.diff_key(hit), library=getattr(hit, "type", None) == "library_diff")}
+                # the user's own experiment is a trigger, not a cause -- unless the rule names one of
+                # the mechanisms behind that very knob (a packing rule for a packing change)
+                if not set(rule.rule.failure_modes) & mechs:
+                    set_aside.setdefault(xp.diff_key(hit), []).append(rule.id)
+                    continue
         healthy = bool(rule.rule.failure_modes) and all(
             (catalog.get(m).verdict if catalog.get(m) else "misaligned") == "aligned" for m in rule.rule.failure_modes)
         ev = _firing_evidence(rule, firing, bound, lang, healthy=healthy)
@@ -404,7 +409,9 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     in_play = {c[0] for c in contributions if c[3]}
     for mode, w in dx.procedure_against(profile, kb, in_play).items():
         contributions.append((mode, PROCEDURE_RULE, w, False))
-    rule_supported = {c[0] for c in contributions if c[3] and c[1] not in (DIFFERENTIAL_RULE, MECHANISM_RULE)}
+    # a mode implicated by a changed knob is not cleared by the checklist: its mechanism does not
+    # show in the configuration (that is why the knob, not a setting, is the evidence)
+    rule_supported = {c[0] for c in contributions if c[3] and c[1] != DIFFERENTIAL_RULE}
     for mode, w in dx.checklist_against(fact_list, pack, rule_supported, in_play).items():
         contributions.append((mode, CHECKLIST_RULE, w, False))
 
