@@ -53,6 +53,11 @@ class ConfigDiff(Fact):
     same_framework: Bool = F("both runs were launched with the same training framework (when "
                              "false, one-sided keys often only reflect different argument sets)",
                              default=True)
+    default_side: Optional[Literal["baseline", "target"]] = F(
+        "the side that leaves the key unset, when its framework's default is known (its value then "
+        "reads '<value> (default)'); absent when both sides set it or no default is known")
+    from_log: Bool = F("every value compared comes from the runs' training logs (argument dumps and "
+                       "config echoes), not from launch scripts or config files", default=False)
     baseline_name: Optional[str] = F("the key as written on the reference side", match=False)
     target_name: Optional[str] = F("the key as written on the compared side", match=False)
 
