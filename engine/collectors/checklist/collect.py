@@ -53,7 +53,9 @@ def collect(case: Case, warnings: Warnings) -> list[Fact]:
         pair = pair_name(run, ref)
         cfg, rcfg = configs[run.name], configs[ref.name]
         if cfg.has_any_config and rcfg.has_any_config:
-            facts.extend(configdiff.config_diffs(cfg, rcfg, pair, (run_versions(cfg), run_versions(rcfg))))
+            diffs = list(configdiff.config_diffs(cfg, rcfg, pair, (run_versions(cfg), run_versions(rcfg))))
+            facts.extend(diffs)
+            facts.append(configdiff.summary(diffs, pair, run.role, ref.role))
         elif cfg.has_any_config or rcfg.has_any_config:
             missing = ref if cfg.has_any_config else run
             warnings.add(f"no launch script, training config or configuration echo in the log found for "

@@ -134,6 +134,24 @@ def config_diffs(cfg: RunConfig, ref: RunConfig, pair: str,
             source=", ".join(sources) or None)
 
 
+MAX_LISTED = 12
+
+
+def summary(diffs: list[Fact], pair: str, role: str, ref_role: str) -> Fact:
+    """One config_summary of a pair's config_diff facts."""
+    rel = [d for d in diffs if d.relevant]  # type: ignore[attr-defined]
+    cats = sorted({d.category for d in rel})  # type: ignore[attr-defined]
+    flips = [f"{d.name}: {d.baseline} -> {d.target}" for d in rel[:MAX_LISTED]]  # type: ignore[attr-defined]
+    sources = sorted({p for d in rel for p in (d.source or "").split(", ") if p})
+    return make("config_summary", pair=pair, role=role, ref_role=ref_role, n_relevant=len(rel),
+                n_categories=len(cats), only_category=cats[0] if len(cats) == 1 else None,
+                n_other=sum(1 for d in rel if d.category == "other"),  # type: ignore[attr-defined]
+                names=", ".join(d.name for d in rel[:MAX_LISTED]) or None,  # type: ignore[attr-defined]
+                flips="; ".join(flips) or None,
+                from_log=bool(rel) and all(d.from_log for d in rel),  # type: ignore[attr-defined]
+                source=", ".join(sources) or None)
+
+
 def config_values(cfg: RunConfig) -> Iterator[Fact]:
     for name, s in sorted(cfg.settings.items()):
         if not aliases.is_known(name) and s.category is None:

@@ -120,6 +120,8 @@ _HF_TRAINER: dict[str, Default] = {
     "fp16": _d("false"),
     "bf16": _d("false"),
     "deterministic_mode": _d("false"),
+    "fsdp": _d("false", note="no FSDP unless --fsdp is given"),
+    "zero_stage": _d("0", note="no DeepSpeed unless --deepspeed is given"),
     "loss_reduction": _d("false", ("4.54.0", "true"), package="transformers",
                          note="average_tokens_across_devices"),
 }

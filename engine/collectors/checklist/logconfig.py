@@ -18,18 +18,20 @@ RENAME = {
     "total_optimization_steps": "train_iters",
     "num_train_examples": "dataset_num_examples",
     "num_trainable_parameters": "num_parameters",
-    "padded_vocab_size": "vocab_size",
+    "padded_vocab_size": "vocab_size_padded",
     "initial_scale_power": "initial_loss_scale",
 }
 # What echo-only keys govern (they are not in the alias table).
 CATEGORY = {
     "load_iteration": "model",
+    "weights_file": "model",
     "newly_initialized_weights": "model",
     "unused_checkpoint_weights": "model",
     "num_parameters": "model",
     "checkpoint_dtype": "precision",
     "dataset_num_examples": "data",
     "tokenizer_vocab_size": "data",
+    "vocab_size_padded": "model",
     "bos_token_id": "data",
     "eos_token_id": "data",
     "pad_token_id": "data",
@@ -61,17 +63,45 @@ def merge_logs(cfg: RunConfig, run: RunDir, warnings: Warnings) -> None:
             continue
         cfg.log_sources.append(str(art.path))
         cfg.log_complete = cfg.log_complete or info.complete_dump
-        items = list(info.settings.values())
         tp = _int(info.settings, "tensor_model_parallel_size")
         pp = _int(info.settings, "pipeline_model_parallel_size")
-        for es in items:
+        collapsed: dict[str, tuple[str, str, str, int]] = {}  # canonical -> (raw, text, origin, line)
+        for es in info.settings.values():
             key = es.key
             if key == "num_parameters_rank0":
                 if (tp or 1) * (pp or 1) != 1:
                     continue  # a per-rank count only equals the model's size without TP/PP
                 key = "num_parameters"
             for k, v in _expand(key, es.value):
-                _merge_one(cfg, k, v, str(art.path), es.origin, es.line, warnings)
+                _collapse(collapsed, k, v, es.origin, es.line)
+        for canon, (raw, text, origin, line) in collapsed.items():
+            _merge_one(cfg, canon, raw, text, str(art.path), origin, line, warnings)
+
+
+def _collapse(out: dict[str, tuple[str, str, str, int]], raw: str, value: Any, origin: str, line: int) -> None:
+    """Several keys of one log can mean one canonical setting (MindSpeed's use_deter_comp and
+    Megatron's deterministic_mode): a flag is on when any of them is; otherwise the stronger echo,
+    then the key named like the setting, wins."""
+    from engine.collectors.logs.configecho import RANK
+
+    if raw in _IGNORED or raw.rsplit(".", 1)[-1] in _IGNORED:
+        return
+    text = norm_value(value)
+    if text is None:
+        return
+    canon, inverted = aliases.canonical(RENAME.get(raw, raw))
+    if inverted and text in ("true", "false"):
+        text = "false" if text == "true" else "true"
+    old = out.get(canon)
+    if old is None:
+        out[canon] = (raw, text, origin, line)
+        return
+    if old[1] in ("true", "false") and text in ("true", "false"):
+        if text == "true" and old[1] == "false":
+            out[canon] = (raw, text, origin, line)
+        return
+    if RANK[origin] < RANK[old[2]] or (RANK[origin] == RANK[old[2]] and raw == canon):
+        out[canon] = (raw, text, origin, line)
 
 
 def _expand(key: str, value: Any):
@@ -85,24 +115,16 @@ def _expand(key: str, value: Any):
     return [(key, value)]
 
 
-def _merge_one(cfg: RunConfig, raw: str, value: Any, source: str, origin: str, line: int,
+def _merge_one(cfg: RunConfig, canon: str, raw: str, text: str, source: str, origin: str, line: int,
                warnings: Warnings) -> None:
-    if raw in _IGNORED or raw.rsplit(".", 1)[-1] in _IGNORED:
-        return
-    text = norm_value(value)
-    if text is None:
-        return
-    name = RENAME.get(raw, raw)
-    canon, inverted = aliases.canonical(name)
-    if inverted and text in ("true", "false"):
-        text = "false" if text == "true" else "true"
     existing = cfg.settings.get(canon)
     if existing is not None:
         if existing.from_log or existing.source == "derived":
             if existing.source == "derived":
                 cfg.settings[canon] = _setting(canon, raw, text, source, origin, line)
             return
-        if text.lower() != "auto" and existing.value.lower() != "auto" and not same_value(existing.value, text):
+        if (text.lower() != "auto" and existing.value.lower() not in ("auto", "<random>")
+                and not _agrees(existing.value, text)):
             warnings.add(f"'{canon}' is {existing.value} in {existing.source} but the log echoes {text} "
                          f"(line {line}); the launch script or config value is compared. The log shows "
                          "what actually ran: check that the script on disk is the one launched",
@@ -113,8 +135,21 @@ def _merge_one(cfg: RunConfig, raw: str, value: Any, source: str, origin: str, l
     cfg.settings[canon] = _setting(canon, raw, text, source, origin, line)
 
 
+_OFF = ("false", "0", "no", "none", "off", "")
+
+
+def _agrees(configured: str, echoed: str) -> bool:
+    """The log echoes what the script or config sets (a flag the log reports as on agrees with
+    any non-off option value, e.g. fsdp 'full_shard auto_wrap' and 'FSDP enabled')."""
+    if same_value(configured, echoed):
+        return True
+    if echoed == "true" and configured.lower() not in _OFF and configured.lower() != "true":
+        return True
+    return False
+
+
 def _setting(canon: str, raw: str, text: str, source: str, origin: str, line: int) -> Setting:
-    return Setting(canon, raw, text, f"{source}:{line}", explicit=True, from_log=origin,
+    return Setting(canon, raw, text, source, explicit=True, from_log=origin,
                    category=CATEGORY.get(canon))
 
 

@@ -469,7 +469,7 @@ class _Scanner:
         elif "loading weights file" in line:
             m = _HF_WEIGHTS.search(line)
             if m:
-                info.put("load", m.group(1), "log_line", lineno)
+                info.put("weights_file", m.group(1), "log_line", lineno)
         elif "ZeRO stage" in line:
             m = _ZERO_STAGE.search(line)
             if m:
