@@ -63,6 +63,8 @@ class LossCompare(Fact):
     stopped_early: Bool = F("the compared run logged fewer steps than the reference (crash, kill, abort)")
     first_step_rel_err: Num | None = F("relative loss error at the first common step", unit="ratio")
     first_step_abs_err: Num | None = F("absolute loss error at the first common step", unit="loss")
+    second_step_rel_err: Num | None = F("relative loss error at the second common step (a jump from a "
+                                        "matching first step means the first update differs)", unit="ratio")
     first_rel_err_over_1pct_step: Int | None = F("first common step whose relative loss error exceeds 1%",
                                                  unit="steps")
     mean_rel_err: Num | None = F("mean relative loss error over all finite common steps", unit="ratio")
@@ -101,6 +103,8 @@ class RerunCompare(Fact):
                         "printed precision)")
     first_step_identical: Bool = F("the loss at the first common step is equal as printed")
     first_diff_step: Int | None = F("first common step whose loss or grad norm differs", unit="steps")
+    first_diff_dump_step: Int | None = F("msprobe step number (0-based) of first_diff_step: the step to dump",
+                                         unit="steps")
     max_rel_diff: Num | None = F("largest relative loss difference at a common step", unit="ratio")
     mean_rel_diff: Num | None = F("mean relative loss difference over common steps", unit="ratio")
 
@@ -306,6 +310,12 @@ class RunHealth(Fact):
     grad_norm_points: Int = F("logged points with a grad norm", unit="count", default=0)
     grad_norm_nonfinite: Int = F("logged points whose grad norm is NaN/Inf", unit="count", default=0)
     first_nonfinite_grad_step: Int | None = F("first step with a non-finite grad norm", unit="steps")
+    loss_finite_at_first_bad_grad: Bool | None = F("the loss was still finite at first_nonfinite_grad_step "
+                                                   "(the NaN entered in that step's backward, so the next "
+                                                   "step's weights carry it)")
+    first_nan_step: Int | None = F("first step with a non-finite loss or grad norm", unit="steps")
+    nan_dump_step: Int | None = F("msprobe step number (0-based) of first_nan_step: the step to dump",
+                                  unit="steps")
     loss_zero_points: Int = F("logged points whose loss is exactly 0.0", unit="count", default=0)
     loss_points: Int = F("logged points with a finite loss", unit="count", default=0)
     early_loss: Num | None = F("mean finite loss over the first quarter of logged points", unit="loss")

@@ -87,6 +87,7 @@ def compare_facts(t: StepSeries, b: StepSeries, noise: float | None) -> Iterable
                stopped_early=bool(t_last is not None and b_last is not None and t_last < b_last),
                first_step_rel_err=_f(d.err[0]) if n else None,
                first_step_abs_err=_f(abs(d.t[0] - d.b[0])) if n else None,
+               second_step_rel_err=_f(d.err[1]) if n > 1 else None,
                first_rel_err_over_1pct_step=over,
                mean_rel_err=mean, mean_rel_err_early=d.mean(early) if n else None,
                mean_rel_err_late=d.mean(late) if n else None,
@@ -181,6 +182,7 @@ def rerun_fact(run: StepSeries, rerun: StepSeries) -> Fact:
                 identical=bool(steps.size and same.all()),
                 first_step_identical=bool(steps.size and _same(a[:1], b[:1]).all()),
                 first_diff_step=int(steps[diff_idx[0]]) if diff_idx.size else None,
+                first_diff_dump_step=max(int(steps[diff_idx[0]]) - 1, 0) if diff_idx.size else None,
                 max_rel_diff=float(fin.max()) if fin.size else None,
                 mean_rel_diff=float(fin.mean()) if fin.size else None, source=_src(run, rerun))
 
@@ -359,6 +361,13 @@ def health_fact(s: StepSeries, vocab: int | None, loads_checkpoint: bool | None)
     first_gn = None
     if n and has_gn[0]:
         first_gn = float(gn[0]) if not bad[0] else math.nan
+    first_bad = cmp.first_step_where(s.steps, bad) if bad.any() else None
+    finite_at_bad = None
+    if first_bad is not None:
+        i = int(np.searchsorted(s.steps, first_bad))
+        finite_at_bad = bool(np.isfinite(loss[i]) and not s.loss_bad[i])
+    nan_w = cmp.nan_weights(s)
+    first_nan = cmp.first_step_where(s.steps, nan_w > 0) if n else None
     return make("run_health", run=s.run, role=s.role, first_step=s.first_step, first_loss=first_loss,
                 vocab_size=vocab, uniform_loss=uniform,
                 first_loss_ratio=(first_loss / uniform) if first_loss is not None and uniform and
@@ -366,7 +375,8 @@ def health_fact(s: StepSeries, vocab: int | None, loads_checkpoint: bool | None)
                 loads_checkpoint=loads_checkpoint, first_grad_norm=first_gn, max_grad_norm=max_gn,
                 max_grad_norm_step=max_step, median_grad_norm=med, grad_norm_points=int(has_gn.sum()),
                 grad_norm_nonfinite=int(bad.sum()),
-                first_nonfinite_grad_step=cmp.first_step_where(s.steps, bad) if bad.any() else None,
+                first_nonfinite_grad_step=first_bad, loss_finite_at_first_bad_grad=finite_at_bad,
+                first_nan_step=first_nan, nan_dump_step=max(first_nan - 1, 0) if first_nan is not None else None,
                 loss_zero_points=int(np.sum(loss == 0.0)), loss_points=int(fin.sum()),
                 early_loss=early, late_loss=late, loss_rel_drop=drop, late_loss_cv=cv,
                 late_loss_ratio=(late / uniform) if late is not None and uniform else None,
