@@ -157,8 +157,14 @@ def _resolve_deepspeed(cfg: RunConfig, ds_files: list[Path], warnings: Warnings)
         return
     clip = cfg.settings.get("clip_grad")
     ds_sources = {str(p) for p in ds_files}
-    if clip is not None and clip.source not in ds_sources and clip.raw_name.lower() in ("max_grad_norm",
-                                                                                      "max-grad-norm"):
+    ds_clips = False
+    for p in ds_files:
+        try:
+            ds_clips = ds_clips or "gradient_clipping" in load(p, "json")
+        except ConfigFileError:
+            return  # already warned; nothing is known about its clipping
+    if clip is not None and not ds_clips and clip.raw_name.lower().lstrip("-") in ("max_grad_norm",
+                                                                                  "max-grad-norm"):
         found = defaults.lookup("deepspeed", "clip_grad", _versions(cfg))
         if found is None:
             return

@@ -157,7 +157,7 @@ _ARGS_START = re.compile(r"-{8,} arguments -{8,}")
 _ARGS_END = re.compile(r"-{8,} end of arguments -{8,}")
 _ARG_LINE = re.compile(r"^(?:.*?[\]:>] ?)?\s{2}([A-Za-z_][\w]*) (?:\.+ |\s)(.*)$")
 _DS_START = "DeepSpeedEngine configuration:"
-_DS_LINE = re.compile(r"\]\s{2}([A-Za-z_]\w*) \.+ (.*)$|^\s{2}([A-Za-z_]\w*) \.+ (.*)$")
+_DS_LINE = re.compile(r"\]\s{2,}([A-Za-z_]\w*) (?:\.+ | )(.*)$|^\s{2}([A-Za-z_]\w*) (?:\.+ | )(.*)$")
 _DS_JSON = re.compile(r"\s{2}json = (\{.*)$")
 _TA_START = re.compile(r"\b(\w*(?:Training|Trainer|Finetuning|Finetune|Sft|SFT|Dpo|DPO|Grpo|GRPO)\w*(?:Arguments|Config))\($")
 _TA_LINE = re.compile(r"^\s*([A-Za-z_]\w*)=(.*),\s*$")
