@@ -256,7 +256,9 @@ class LrCompare(Fact):
     run: str = F("compared run")
     role: Role = F("role of the compared run")
     against: str = F("reference run name", default="baseline")
-    steps_compared: Int = F("common steps where both logged a learning rate", unit="count", default=0)
+    steps_compared: Int = F("common steps where both logged a learning rate, before the first skipped "
+                            "iteration of either run (a skipped step does not advance the scheduler, so "
+                            "the printed lr lags from there on)", unit="count", default=0)
     target_first_lr: Num | None = F("compared run: learning rate at the first common step", unit="lr")
     baseline_first_lr: Num | None = F("reference: learning rate at the first common step", unit="lr")
     target_peak_lr: Num | None = F("compared run: largest learning rate logged", unit="lr")

@@ -272,6 +272,11 @@ def lr_fact(t: StepSeries, b: StepSeries) -> Fact | None:
     fields: dict = {}
     if has_lr:
         common = np.intersect1d(t.steps, b.steps, assume_unique=True)
+        # A skipped iteration does not advance the scheduler (Megatron), so the printed lr lags
+        # from there on without any schedule difference: compare the steps before the first skip.
+        cut = min((x for x in (_first_skip(t), _first_skip(b)) if x is not None), default=None)
+        if cut is not None:
+            common = common[common < cut]
         a = tl[np.searchsorted(t.steps, common)]
         r = bl[np.searchsorted(b.steps, common)]
         ok = np.isfinite(a) & np.isfinite(r)
@@ -298,6 +303,12 @@ def lr_fact(t: StepSeries, b: StepSeries) -> Fact | None:
     fields.update(target_tokens_per_sample=_tokens_per_sample(t), baseline_tokens_per_sample=_tokens_per_sample(b),
                   target_first_loss_scale=ts, baseline_first_loss_scale=bs)
     return make("lr_compare", run=t.run, role=t.role, against=b.run, source=_src(t, b), **fields)
+
+
+def _first_skip(s: StepSeries) -> int | None:
+    sk = s.skipped
+    hit = np.flatnonzero(np.nan_to_num(sk, nan=0.0) > 0)
+    return int(s.steps[hit[0]]) if hit.size else None
 
 
 def _first_tracked(s: StepSeries, name: str) -> float | None:

@@ -168,3 +168,18 @@ def test_diagnose_a_single_run_folder(scenarios, repo_dir):
     assert [h["failure_mode"] for h in diag["hypotheses"]][:1] == ["nan.operator_origin"]
     steps = [s for h in diag["hypotheses"] for s in h["next_steps"] if s.get("command")]
     assert any("msprobe_config.json" in s["command"] and "?" not in s["command"] for s in steps)
+
+
+def test_skipped_iterations_do_not_count_as_an_lr_schedule_difference(tmp_path, kit):
+    """A skipped iteration does not advance Megatron's scheduler: the target's printed lr lags
+    the baseline's from the skip on, with the same schedule."""
+    def line(step: int, lr: float, skipped: int) -> str:
+        return (f" iteration {step:8d}/      30 | learning rate: {lr:.6E} | global batch size:     8 | "
+                f"lm loss: {3 - step / 100:.6E} | loss scale: 1024.0 | grad norm: 1.000 | "
+                f"number of skipped iterations: {skipped:3d} | number of nan iterations:   0 |")
+    base = [line(s, 1e-3 * min(s, 10) / 10, 0) for s in range(1, 31)]
+    target = [line(s, 1e-3 * min(s if s < 15 else s - 1, 10) / 10 if s < 15 else 1e-3 * (s - 1) / 30, 1 if s == 15 else 0)
+              for s in range(1, 31)]
+    facts, _ = kit.collect(kit.two_runs(tmp_path, base, target))
+    lr = kit.one(facts, "lr_compare", run="target")
+    assert lr.steps_compared == 14 and not lr.schedule_differs
