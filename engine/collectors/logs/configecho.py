@@ -30,10 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-MAX_SCAN_BYTES = 32 * 1024 * 1024   # start-up output; a run's config never comes later than this
+MAX_SCAN_BYTES = 16 * 1024 * 1024   # start-up output; a run's config never comes later than this
 MAX_BLOCK_LINES = 5000              # one echo block (argument dump, JSON) is never longer
 MAX_VALUE_CHARS = 4096              # values longer than this are kept as text, not evaluated
 MAX_LINE = 1 << 16
+MAX_METRIC_LINES = 20_000           # training has long started: later lines echo no configuration
+VERSION_SCAN_LINES = 50_000         # library versions and the accelerator show in the first lines
 
 # Precedence of echo sources inside one log (lower wins): the framework's own full argument dump
 # is the effective configuration; narrower reprs and single lines only fill gaps.
@@ -229,6 +231,12 @@ _MINDSPEED_ARGS = ("use_ascend_mc2", "npu_deterministic", "use_fused_rmsnorm", "
                    "reuse_fp32_param", "use_fusion_attn_v2")
 
 
+# every literal the version and device checks look for: a line without any is skipped at once
+_NEEDLES = re.compile("|".join(re.escape(n) for n in sorted(
+    {n for _, _, ns in _VERSION_LINES for n in ns} | set(_NPU_MARKS) | set(_GPU_MARKS) | {"....."},
+    key=len, reverse=True)))
+
+
 # ------------------------------------------------------------------ reading
 _cache: dict[tuple[str, int, int], LogInfo] = {}
 _cache_lock = threading.Lock()
@@ -253,23 +261,61 @@ def read_log_info(path: str | Path) -> LogInfo:
     info = LogInfo(path=p)
     try:
         with open(p, "rb") as fh:
-            raw = fh.read(MAX_SCAN_BYTES)
+            head = fh.read(65536).rstrip(b"\x00")
+            if b"\x00" in head:
+                return info  # binary: the log collector reports it
+            fh.seek(0)
+            lines = _Lines(fh)
+            _Scanner(info).run(lines)
+            info.scanned_bytes = lines.bytes
     except OSError as exc:
         info.problems.append((f"cannot read log: {exc.strerror or exc}", None))
         return info
-    info.scanned_bytes = len(raw)
-    head = raw[:65536].rstrip(b"\x00")
-    if b"\x00" in head:
-        return info  # binary: the log collector reports it
-    text = raw.decode("utf-8", errors="replace")
-    if len(raw) == MAX_SCAN_BYTES and "\n" in text:
-        text = text[:text.rfind("\n")]  # do not read half a line at the cut
-    _Scanner(info).run(text.split("\n"))
     with _cache_lock:
         if len(_cache) >= _CACHE_MAX:
             _cache.clear()
         _cache[key] = info
     return info
+
+
+class _Lines:
+    """The lines of a binary file handle, read on demand and forgotten once passed: `get(i)` gives
+    line i (0-based; None past the end or past MAX_SCAN_BYTES), for i never below the last
+    `release`d index. Memory stays one block's worth of lines, whatever the log size."""
+
+    def __init__(self, fh) -> None:
+        self.fh = fh
+        self.buf: dict[int, str] = {}
+        self.low = 0           # lowest index still buffered
+        self.next = 0          # index of the next line to read from the file
+        self.bytes = 0
+        self.done = False
+        self.metric_lines = 0  # iteration/metric lines seen: start-up is over after many
+
+    def get(self, i: int) -> str | None:
+        while i >= self.next and not self.done:
+            raw = self.fh.readline(MAX_LINE + 1)
+            if not raw or self.bytes >= MAX_SCAN_BYTES or self.metric_lines > MAX_METRIC_LINES:
+                self.done = True
+                break
+            self.bytes += len(raw)
+            if len(raw) > MAX_LINE and not raw.endswith(b"\n"):
+                rest = self.fh.readline()  # drop the remainder of an over-long line
+                self.bytes += len(rest)
+            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")[:MAX_LINE]
+            if "loss" in text and ("|" in text or "{'" in text):
+                self.metric_lines += 1
+            self.buf[self.next] = text
+            self.next += 1
+        return self.buf.get(i)
+
+    def release(self, i: int) -> None:
+        """Lines below i are not looked at again."""
+        low = self.low
+        while low < i:
+            self.buf.pop(low, None)
+            low += 1
+        self.low = low
 
 
 class _Scanner:
@@ -279,12 +325,13 @@ class _Scanner:
         self.info = info
         self.seen_blocks: set[str] = set()
 
-    def run(self, lines: list[str]) -> None:
-        i, n = 0, len(lines)
-        while i < n:
-            line = lines[i]
-            if len(line) > MAX_LINE:
-                line = line[:MAX_LINE]
+    def run(self, lines: _Lines) -> None:
+        i = 0
+        while True:
+            lines.release(i)
+            line = lines.get(i)
+            if line is None:
+                break
             lineno = i + 1
             i += 1
             if "arguments" in line and _ARGS_START.search(line):
@@ -309,14 +356,18 @@ class _Scanner:
             self._single_line(line, lineno)
 
     # -- blocks
-    def _megatron_block(self, lines: list[str], i: int, start: int) -> int:
+    def _megatron_block(self, lines: _Lines, i: int, start: int) -> int:
         first = "megatron_arguments" not in self.seen_blocks
-        end = min(len(lines), i + MAX_BLOCK_LINES)
+        end = i + MAX_BLOCK_LINES
         found = 0
+        ended = False
         while i < end:
-            line = lines[i]
+            line = lines.get(i)
+            if line is None:
+                break
             i += 1
             if _ARGS_END.search(line):
+                ended = True
                 break
             if not first:
                 continue
@@ -324,9 +375,8 @@ class _Scanner:
             if m:
                 found += 1
                 self.info.put(m.group(1), py_value(m.group(2)), "megatron_arguments", i)
-        else:
-            if first:
-                self.info.problems.append(("argument block has no end line; read as far as it goes", start))
+        if first and not ended:
+            self.info.problems.append(("argument block has no end line; read as far as it goes", start))
         if first and found:
             self.seen_blocks.add("megatron_arguments")
             self.info.origins.add("megatron_arguments")
@@ -334,12 +384,14 @@ class _Scanner:
             self.info.framework_hint = "mindspeed" if any(k in keys for k in _MINDSPEED_ARGS) else "megatron"
         return i
 
-    def _deepspeed_block(self, lines: list[str], i: int) -> int:
+    def _deepspeed_block(self, lines: _Lines, i: int) -> int:
         first = "deepspeed_config" not in self.seen_blocks
         self.seen_blocks.add("deepspeed_config")
-        end = min(len(lines), i + MAX_BLOCK_LINES)
+        end = i + MAX_BLOCK_LINES
         while i < end:
-            line = lines[i]
+            line = lines.get(i)
+            if line is None:
+                break
             j = _DS_JSON.search(line)
             if j:
                 body, i = _collect_braces(lines, i + 1, j.group(1))
@@ -362,13 +414,15 @@ class _Scanner:
             self.info.origins.add("deepspeed_config")
         return i
 
-    def _training_arguments(self, lines: list[str], i: int, cls: str) -> int:
+    def _training_arguments(self, lines: _Lines, i: int, cls: str) -> int:
         first = "training_arguments" not in self.seen_blocks
         self.seen_blocks.add("training_arguments")
-        end = min(len(lines), i + MAX_BLOCK_LINES)
+        end = i + MAX_BLOCK_LINES
         found = 0
         while i < end:
-            line = lines[i]
+            line = lines.get(i)
+            if line is None:
+                break
             i += 1
             if line.strip() == ")":
                 break
@@ -384,7 +438,7 @@ class _Scanner:
                 self.info.framework_hint = "hf_trainer"
         return i
 
-    def _model_config(self, lines: list[str], i: int, lineno: int) -> int:
+    def _model_config(self, lines: _Lines, i: int, lineno: int) -> int:
         body, i = _collect_braces(lines, i, "{")
         if "model_config" in self.seen_blocks:
             return i
@@ -404,7 +458,7 @@ class _Scanner:
             self.info.put(k, v, "model_config", lineno)
         return i
 
-    def _torchtitan(self, lines: list[str], i: int, line: str, lineno: int) -> int:
+    def _torchtitan(self, lines: _Lines, i: int, line: str, lineno: int) -> int:
         m = _TT_ARGS.search(line)
         data: Any = None
         if m:
@@ -487,9 +541,12 @@ class _Scanner:
                     info.put("context_parallel_size", int(m.group(3)), "log_line", lineno)
                 info.put("tensor_model_parallel_size", int(m.group(4)), "log_line", lineno)
                 info.put("pipeline_model_parallel_size", int(m.group(5)), "log_line", lineno)
-        self._versions_and_device(line, lineno)
+        if lineno <= VERSION_SCAN_LINES:
+            self._versions_and_device(line, lineno)
 
     def _versions_and_device(self, line: str, lineno: int) -> None:
+        if not _NEEDLES.search(line):
+            return  # most lines: one scan instead of forty substring tests
         for name, pattern, needles in _VERSION_LINES:
             if any(n in line for n in needles):
                 m = pattern.search(line)
@@ -520,13 +577,15 @@ _DS_RENAME = {
 }
 
 
-def _collect_braces(lines: list[str], i: int, opening: str) -> tuple[str, int]:
+def _collect_braces(lines: _Lines, i: int, opening: str) -> tuple[str, int]:
     """Lines from `i` appended to `opening` until the braces balance (outside strings)."""
     parts = [opening]
     depth = _depth(opening)
-    end = min(len(lines), i + MAX_BLOCK_LINES)
+    end = i + MAX_BLOCK_LINES
     while depth > 0 and i < end:
-        line = lines[i]
+        line = lines.get(i)
+        if line is None:
+            break
         i += 1
         parts.append(line)
         depth += _depth(line)
