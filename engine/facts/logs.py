@@ -315,6 +315,9 @@ class RunHealth(Fact):
     loss_finite_at_first_bad_grad: Bool | None = F("the loss was still finite at first_nonfinite_grad_step "
                                                    "(the NaN entered in that step's backward, so the next "
                                                    "step's weights carry it)")
+    first_nonfinite_loss_step: Int | None = F("first step whose loss is non-finite (printed NaN/Inf or a loss "
+                                              "key the framework drops); HF Trainer filters NaN losses out "
+                                              "of its log, so there it stays absent", unit="steps")
     first_nan_step: Int | None = F("first step with a non-finite loss or grad norm", unit="steps")
     nan_dump_step: Int | None = F("msprobe step number (0-based) of first_nan_step: the step to dump",
                                   unit="steps")

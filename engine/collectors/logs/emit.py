@@ -387,6 +387,7 @@ def health_fact(s: StepSeries, vocab: int | None, loads_checkpoint: bool | None)
                 max_grad_norm_step=max_step, median_grad_norm=med, grad_norm_points=int(has_gn.sum()),
                 grad_norm_nonfinite=int(bad.sum()),
                 first_nonfinite_grad_step=first_bad, loss_finite_at_first_bad_grad=finite_at_bad,
+                first_nonfinite_loss_step=cmp.first_step_where(s.steps, s.loss_bad) if s.loss_bad.any() else None,
                 first_nan_step=first_nan, nan_dump_step=max(first_nan - 1, 0) if first_nan is not None else None,
                 loss_zero_points=int(np.sum(loss == 0.0)), loss_points=int(fin.sum()),
                 early_loss=early, late_loss=late, loss_rel_drop=drop, late_loss_cv=cv,
