@@ -200,8 +200,9 @@ def _emit(text: str, out: str | None) -> None:
                    "ranked as the trigger, with the mechanisms that depend on it, not as the cause.")
 def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, fmt, out, engine, lang,
              rules_path, verbose, fail_on, time_budget, changed):
-    """Diagnose a case folder (baseline/, target/, target_rerun/ ...), a --target/--baseline pair,
-    or facts given with --facts."""
+    """Diagnose a case folder (baseline/, target/, target_rerun/ ...), a single run folder (checked
+    on its own against what a healthy run looks like), a --target/--baseline pair (--target alone
+    works too), or facts given with --facts."""
     from engine import progress
     from engine.diagnosis import diagnose as run_diagnosis
     from engine.render import render

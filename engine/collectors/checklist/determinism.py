@@ -17,7 +17,7 @@ _DET_API = re.compile(r"use_deterministic_algorithms\(\s*True|seed_all\([^)]*mod
 
 
 def status_fact(cfg: RunConfig, device: str) -> Fact | None:
-    if not cfg.has_config and not cfg.has_env():
+    if not cfg.has_any_config and not cfg.has_env():
         return None
     seed = cfg.value("seed")
     if seed is None:
