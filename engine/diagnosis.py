@@ -343,11 +343,16 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     symptom_evidence: dict[str, list[Evidence]] = {}
     weights: dict[str, float] = {}
     declared = xp.declared_keys(fact_list)
+    consequences = xp.consequence_types(declared)
     set_aside: dict[str, list[str]] = {}   # declared key -> checklist rules that would have blamed it
     for firing in firings:
         rule = by_id[firing.rule_id]
         bound = {alias: fact_list[i] for alias, i in firing.bindings}
         if declared and rule.rule.failure_modes and rule.rule.stage == "checklist":
+            follows = next((consequences[f.type] for f in bound.values() if f.type in consequences), None)
+            if follows is not None:  # a difference the declared change itself produces
+                set_aside.setdefault(follows, []).append(rule.id)
+                continue
             hit = next((f for f in bound.values() if xp.is_declared(f, declared)), None)
             if hit is not None:
                 mechs = {m.mode for m in xp.mechanisms_for(
