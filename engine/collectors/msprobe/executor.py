@@ -28,11 +28,11 @@ class InlineExecutor:
 
 
 class LocalProcessExecutor:
-    """A pool of worker processes on this machine; falls back to inline for a single task
-    (a process start costs more than a small dump)."""
+    """A pool of worker processes on this machine, one per core by default; falls back to
+    inline for a single task (a process start costs more than a small dump)."""
 
     def __init__(self, workers: int | None = None) -> None:
-        self.workers = max(1, workers or min(8, os.cpu_count() or 1))
+        self.workers = max(1, workers or cpu_count())
 
     def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
         items = list(tasks)
@@ -65,6 +65,14 @@ class DaskExecutor:
         self._client.close()
         if self._cluster is not None:
             self._cluster.close()
+
+
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def dask_available() -> bool:

@@ -21,7 +21,6 @@ left without a partner, falls back to `compare_dumps`.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import re
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -35,8 +34,10 @@ from engine.collectors.msprobe.comparison import (
     Candidate, PassResult, SideScan, _fallback, _Pass, compare_dumps)
 from engine.collectors.msprobe.dumpdir import DumpHeader, read_header
 from engine.collectors.msprobe.entries import Entry, EntryIssues, build_entry
+from engine.collectors.msprobe.executor import cpu_count
 from engine.collectors.msprobe.fastread import RangeReader, Unsupported
 from engine.collectors.msprobe.intindex import IntIndex
+from engine.collectors.msprobe.naming import parse_entry_name
 
 # Below this combined size a pair is compared in one pass (starting processes costs more).
 SPLIT_MIN_BYTES = 48 << 20
@@ -45,13 +46,6 @@ MAX_LEFTOVERS = 20_000
 _PRESCAN_STEPS = 4096
 _WINDOW = 1 << 20
 _CUT = re.compile(rb'\}[ \t\n\r]*(,)[ \t\n\r]*"([^"\\]{1,4096})"[ \t\n\r]*:[ \t\n\r]*\{')
-
-
-def cpu_count() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def _fork_context():
@@ -71,9 +65,12 @@ def _find_cut(fh, start: int, stop: int) -> tuple[int, bytes] | None:
         blob = fh.read(_WINDOW + 8192)
         if not blob:
             return None
-        m = _CUT.search(blob)
-        if m is not None and pos + m.start(1) < stop:
-            return pos + m.start(1), m.group(2)
+        for m in _CUT.finditer(blob):
+            if pos + m.start(1) >= stop:
+                return None
+            # a name that reads as an entry (not a kwarg or parameter inside one)
+            if parse_entry_name(m.group(2).decode("utf-8", "replace")).direction != "unknown":
+                return pos + m.start(1), m.group(2)
         pos += _WINDOW
     return None
 
