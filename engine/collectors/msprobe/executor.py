@@ -44,15 +44,16 @@ class LocalProcessExecutor:
 
 
 class DaskExecutor:
-    """Submits tasks to a Dask cluster (`address`), or a local one started on demand."""
+    """Submits tasks to a Dask cluster (`address`, e.g. PRECDX_DASK_SCHEDULER=tcp://host:8786),
+    or a local one started on demand (`workers` processes, or threads with processes=False)."""
 
-    def __init__(self, address: str | None = None, *, workers: int = 2) -> None:
+    def __init__(self, address: str | None = None, *, workers: int = 2, processes: bool = True) -> None:
         from dask.distributed import Client, LocalCluster  # optional dependency, imported lazily
         if address:
             self._client = Client(address)
             self._cluster = None
         else:
-            self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+            self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
                                          dashboard_address=None)
             self._client = Client(self._cluster)
 
