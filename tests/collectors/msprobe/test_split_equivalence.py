@@ -184,16 +184,29 @@ def _pairs() -> list[tuple[str, list, list, dict]]:
     return cases
 
 
-@pytest.fixture(scope="module")
-def pairs(tmp_path_factory) -> list[tuple[str, Path, Path, dict]]:
-    root = tmp_path_factory.mktemp("pairs")
+def _written(root: Path, names: set[str] | None = None) -> list[tuple[str, Path, Path, dict]]:
     out = []
     for name, run, other, opts in _pairs():
+        if names is not None and name not in names:
+            continue
         a = _write(root / name / "target" / "step0" / "rank0" / "dump.json", run)
         b = _write(root / name / "baseline" / "step0" / "rank0" / "dump.json", other,
                    level=opts.get("level_b", "L1"))
         out.append((name, a, b, opts))
     return out
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory) -> list[tuple[str, Path, Path, dict]]:
+    return _written(tmp_path_factory.mktemp("pairs"))
+
+
+QUICK = {"divergence", "nan", "structure"}
+
+
+@pytest.fixture(scope="module")
+def quick_pairs(tmp_path_factory) -> list[tuple[str, Path, Path, dict]]:
+    return _written(tmp_path_factory.mktemp("quick"), QUICK)
 
 
 def _check_split(pairs, monkeypatch, names=None, parts_list=(2, 3)) -> int:
@@ -214,9 +227,9 @@ def _check_split(pairs, monkeypatch, names=None, parts_list=(2, 3)) -> int:
     return split_used
 
 
-def test_split_equals_the_reference_quick(pairs, monkeypatch):
-    assert _check_split(pairs, monkeypatch, {"divergence", "nan", "structure"}, (2,)) == 3
-    _check_reports(pairs, monkeypatch, {"nan"})
+def test_split_equals_the_reference_quick(quick_pairs, monkeypatch):
+    assert _check_split(quick_pairs, monkeypatch, QUICK, (2,)) == 3
+    _check_reports(quick_pairs, monkeypatch, {"nan"})
 
 
 @pytest.mark.slow
