@@ -24,6 +24,7 @@ import multiprocessing
 import re
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -393,8 +394,11 @@ def _try_split(run_path: Path, against_path: Path, exact: bool, parts: int, ctx)
     ends_b = [b for _, b in cuts] + [None]
     tasks = [PartTask(str(run_path), (sa, ea), str(against_path), (sb, eb), exact, mode, levels_differ)
              for sa, ea, sb, eb in zip(starts_a, ends_a, starts_b, ends_b)]
-    with ProcessPoolExecutor(max_workers=len(tasks), mp_context=ctx) as pool:
-        results = list(pool.map(compare_part, tasks))
+    try:
+        with ProcessPoolExecutor(max_workers=len(tasks), mp_context=ctx) as pool:
+            results = list(pool.map(compare_part, tasks))
+    except (BrokenProcessPool, OSError):   # a worker died (memory?) or no process could start
+        return None
     if not all(r.ok for r in results):
         return None
     if _repeats([r.run for r in results]) or _repeats([r.against for r in results]):
