@@ -323,6 +323,8 @@ class _Relaxer:
                              if j != sj and not self._literal(p, t) and t.ref[0] != dropped])
         bound = frozenset(p.alias for p in positives)
         negs = [self.negative(n, dropped, bound) for k, n in enumerate(alt.negatives) if k != drop_negative]
+        if any(cands and not joins for cands, joins in negs):
+            return False   # a negative that depends on no binding rejects every complete binding
         dicts, regexes = self.prep.dicts, self.regexes
         n_pos = len(positives)
         # an equality join to an alias bound earlier looks its partners up in a hash index
