@@ -17,6 +17,7 @@ from engine.matching import compile_matcher
 from engine.matching.base import Firing
 from engine.matching.python_engine import near_misses
 from engine.ranking import firing_weight, rank, specificity, strength
+from engine.rulepack.devices import applies, run_device
 from engine.rulepack.compiler import PLACEHOLDER, CompiledPack, CompiledRule, Test, compile_rules
 from engine.rulepack.loader import load_rules
 from engine.rulepack.schema import COST_LABELS, COST_LABELS_ZH
@@ -335,6 +336,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     by_id = pack.by_id()
     catalog = mode_catalog()
     kb = _kb()
+    device = run_device(fact_list)  # next steps are gated by the target's device
 
     contributions = []
     per_rule_evidence: dict[str, list[Evidence]] = {}
@@ -442,6 +444,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
             evidence.extend(per_rule_evidence.get(rr.id, []))
             bound = per_rule_bound[rr.id][0]
             for st in rule.rule.next_steps:
+                if not applies(st.device, device):
+                    continue
                 action = render_template(st.action.get(lang), bound)
                 command = render_template(st.command, bound) if st.command else None
                 key = command or action
