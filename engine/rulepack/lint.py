@@ -309,8 +309,15 @@ class ReferenceValidator(Validator):
                            "A test case names a rule id (or alias) that no rule has; such a case fails.")
     CASE_MODE = issue_type("R012", "test-unknown-mode", "error",
                            "A test case's `top` names a failure mode with no knowledge-base entry.")
+    UNGUARDED = issue_type("R014", "placeholder-may-render-unknown", "error",
+                           "A placeholder {alias.field} names a field that a matching fact may lack (the rule "
+                           "does not test it and it has no default), so the text could render '?'; test the "
+                           "field (e.g. `exists: true`) or drop the placeholder.")
+    UNGUARDED_DESC = issue_type("R015", "descriptive-placeholder-may-be-absent", "warning",
+                                "A placeholder names a descriptive field (match=False) that a fact may lack, so "
+                                "the text could render '?'.")
     issue_types = (UNKNOWN_MODE, KB, UNKNOWN_FACT, UNKNOWN_FIELD, DESCRIPTIVE, PLACEHOLDER, FORMAT,
-                   EMPTY_COMMAND, EMPTY_TEXT, EMPTY_REF, CASE_RULE, CASE_MODE)
+                   EMPTY_COMMAND, EMPTY_TEXT, EMPTY_REF, CASE_RULE, CASE_MODE, UNGUARDED, UNGUARDED_DESC)
 
     _SAMPLE = {"number": 1.5, "integer": 3, "string": "x", "boolean": True}
 
@@ -392,6 +399,11 @@ class ReferenceValidator(Validator):
                     out.append(self.issue(self.PLACEHOLDER, f"{where}: {m.group(0)}: {', '.join(lacking)} has "
                                           f"no field {fname!r}", entry, *loc))
                     continue
+                if not self._guaranteed(rule, alias, fname):
+                    desc = all(not f.match for f in known)
+                    out.append(self.issue(self.UNGUARDED_DESC if desc else self.UNGUARDED,
+                                          f"{where}: {m.group(0)} may render '?': no condition of the rule "
+                                          f"requires {alias}.{fname}", entry, *loc))
                 if spec:
                     for fspec in known:
                         try:
@@ -401,6 +413,28 @@ class ReferenceValidator(Validator):
                                                   f"apply to {fspec.kind} field {fname!r}", entry, *loc))
                             break
         return out
+
+    @staticmethod
+    def _guaranteed(rule: Rule, alias: str, fname: str) -> bool:
+        """Every fact the alias can bind carries `fname`: each pattern binding the alias tests the
+        field with a comparison (a missing field fails every comparison), or the field is always
+        present on that fact type."""
+        pats = [(sec, i, p) for sec, i, p in pattern_lists(rule) if sec != "none"
+                and (p.alias or default_alias(rule, sec, i)) == alias]
+        if not pats:
+            return False
+        joined = {v["ref"] for _s, _i, p in pattern_lists(rule) if _s != "none"
+                  for ops in _conds(p.where).values() for v in ops.values()
+                  if _is_ref(v) and isinstance(v.get("ref"), str)}
+        for _sec, _i, p in pats:
+            if always_present(p.fact, fname) or f"{alias}.{fname}" in joined:
+                continue
+            ops = _conds(p.where).get(fname)
+            if not ops:
+                return False
+            if ops.get("exists") is False or (set(ops) <= {"nonfinite"} and ops.get("nonfinite") is False):
+                return False
+        return True
 
     def finalize(self) -> list[LintIssue]:
         out = []
