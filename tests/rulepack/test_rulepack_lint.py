@@ -14,8 +14,10 @@ from engine.rulepack.lint import ISSUE_TYPES, VALIDATORS, LintIssue, lint, rende
 
 
 def _with_when(**when) -> Callable[[Path], None]:
+    """The base rule with other conditions; its explanation prints only `d.name`, which every
+    config_diff carries (the base text also prints d.rel_change, which these conditions may not test)."""
     def make(root: Path) -> None:
-        write_rule(root, rule_doc(when=when))
+        write_rule(root, rule_doc(when=when, explanation={"en": "{d.name} differs", "zh": "{d.name} 不一致"}))
         write_cases(root, good_cases(top=None))
     return make
 
@@ -168,6 +170,9 @@ BAD: list[tuple[str, str, Callable[[Path], None]]] = [
     ("R010", "empty-reference", _with(references=["G2.2", " "])),
     ("R011", "case-unknown-rule", _case_unknown_rule),
     ("R012", "case-unknown-top", _case_unknown_top),
+    ("R014", "placeholder-field-untested", _with(when={"all": [_d(category="hyperparameter", relevant=True)]})),
+    ("R015", "descriptive-placeholder", _with(explanation={"en": "{d.baseline_name} differs",
+                                                           "zh": "{d.baseline_name} 不一致"})),
     ("R013", "unknown-operator", _with_when(all=[_d(rel_change={"gtt": 1})])),
     ("R013", "bad-regex", _with_when(all=[_d(name={"matches": "lr("})])),
     ("Q001", "no-next-steps", _with(next_steps=None)),
@@ -246,6 +251,10 @@ GOOD_VARIANTS: list[tuple[str, str, Callable[[Path], None]]] = [
                                             {"fact": "config_value", "as": "v", "where": {"flag": True}}]},
         explanation={"en": "{v.name} {d.name}", "zh": "{v.name} {d.name} 不同"})),
     ("R007", "format-on-number", _with(explanation={"en": "{d.rel_change:.2e}", "zh": "{d.rel_change:.2e} 不同"})),
+    ("R014", "tested-field", _with(explanation={"en": "{d.name} moved {d.rel_change:.1%}", "zh": "{d.name} 变化 {d.rel_change:.1%}"})),
+    ("R014", "joined-field", _with(when={"all": [_d(category="hyperparameter", relevant=True),
+                                                 {"fact": "config_value", "as": "v",
+                                                  "where": {"number": {"gt": {"ref": "d.rel_change"}}}}]})),
     ("Q004", "command-only-zh-equal", _with(explanation={"en": "TP=2", "zh": "TP=2"})),
 ]
 
