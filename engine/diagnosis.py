@@ -468,7 +468,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
                 command=None, why="", cost="read",
                 cost_label=(COST_LABELS_ZH if lang == "zh" else COST_LABELS)["read"], rule=MECHANISM_RULE))
         if set(ms.support) <= {DIFFERENTIAL_RULE, MECHANISM_RULE}:
-            steps.extend(st for st in _kb_steps(ms.mode, kb, lang) if (st.command or st.action) not in seen_steps)
+            steps.extend(st for st in _kb_steps(ms.mode, kb, lang, device) if (st.command or st.action) not in seen_steps)
         first_rule = next((by_id[r.id].rule for r in rule_refs if r.id in by_id), None)
         title = info.title(lang) if info else (first_rule.title.get(lang) if first_rule else ms.mode)
         hypotheses.append(Hypothesis(
@@ -548,11 +548,13 @@ def _differential_evidence(mode: str, profile_text: str, weight: float, kb: dict
                     rule=DIFFERENTIAL_RULE, source=None)
 
 
-def _kb_steps(mode: str, kb: dict, lang: str) -> list[NextStep]:
-    """A hypothesis that only the differential raised takes its next steps from its kb entry."""
+def _kb_steps(mode: str, kb: dict, lang: str, device: str | None = None) -> list[NextStep]:
+    """A hypothesis that only the differential raised takes its next steps from its kb entry
+    (the commands meant for the target's device)."""
     entry = kb.get(mode)
     out: list[NextStep] = []
-    for cmd in (getattr(entry, "commands", None) or [])[:3]:
+    commands = [c for c in (getattr(entry, "commands", None) or []) if applies(getattr(c, "device", None), device)]
+    for cmd in commands[:3]:
         why = cmd.why.get(lang)
         out.append(NextStep(action=why[:1].upper() + why[1:] if lang != "zh" else why, command=cmd.command,
                             why="", cost="read" if not _looks_costly(cmd.command) else "rerun",

@@ -160,3 +160,21 @@ def test_planner_gpu_nan_run_is_not_asked_ascend_launch_blocking():
     texts = " ".join(s.text + " " + (s.command or "") for s in suggestions)
     assert "ASCEND_LAUNCH_BLOCKING" not in texts
     assert "CLOSE_MATMUL_K_SHIFT" not in texts
+
+
+
+@pytest.mark.parametrize("device", ("npu", "gpu"))
+def test_kb_steps_of_differential_hypotheses_are_gated(device):
+    """Hypotheses raised only by the symptom differential take their next steps from kb commands:
+    only the commands meant for the target's device."""
+    from engine.diagnosis import _kb_steps
+
+    kb = load_kb()
+    bad = []
+    for mode in kb:
+        for st in _kb_steps(mode, kb, "en", device):
+            if _foreign(st.command or "", device, allow_mapping=False):
+                bad.append(f"{mode}: {st.command}")
+    assert not bad, bad
+    stomping = [st.command for st in _kb_steps("memory.stomping_multistream", kb, "en", device)]
+    assert any(("CUDA_LAUNCH_BLOCKING" if device == "gpu" else "ASCEND_LAUNCH_BLOCKING") in (c or "") for c in stomping)
