@@ -30,7 +30,6 @@ KINDS = ("positive", "negative", "insufficient")
 # one is not (a collector producing facts nobody weighs is either dead code or a missing rule).
 # Keep this short; an entry here is a reviewed decision, not a way to silence the audit.
 DESCRIPTIVE_FACT_TYPES: dict[str, str] = {
-    "group_summary": "the grouped runs of a side taken together; the evidence is each group_outlier",
     "structure_summary": "the size of one run's model listing; the evidence is structure_diff",
     "library_version": "one run's installed versions; the evidence is library_diff between runs",
 }

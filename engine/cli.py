@@ -200,8 +200,9 @@ def _emit(text: str, out: str | None) -> None:
                    "ranked as the trigger, with the mechanisms that depend on it, not as the cause.")
 def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, fmt, out, engine, lang,
              rules_path, verbose, fail_on, time_budget, changed):
-    """Diagnose a case folder (baseline/, target/, target_rerun/ ...), a --target/--baseline pair,
-    or facts given with --facts."""
+    """Diagnose a case folder (baseline/, target/, target_rerun/ ...), a single run folder (checked
+    on its own against what a healthy run looks like), a --target/--baseline pair (--target alone
+    works too), or facts given with --facts."""
     from engine import progress
     from engine.diagnosis import diagnose as run_diagnosis
     from engine.render import render
@@ -381,7 +382,10 @@ def audit(fmt, fail_under, rules_path, fail_unread):
 @click.option("--steps", type=int, default=None, help="Training steps per run.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
-def demo(fault, out_dir, list_faults, steps, fmt, lang):
+@click.option("--watch", "watch_run", is_flag=True,
+              help="Train the target under precdx watch: catch the breach live, capture and replay that "
+                   "step, then diagnose the captured case.")
+def demo(fault, out_dir, list_faults, steps, fmt, lang, watch_run):
     """Train a tiny GPT twice on the CPU (baseline and a faulty target), write real artefacts,
     and diagnose them."""
     if list_faults:
@@ -405,9 +409,12 @@ def demo(fault, out_dir, list_faults, steps, fmt, lang):
     from engine.render import render
 
     progress.set_quiet(fmt == "json")
-    click.echo(f"precdx demo: training baseline and target with fault '{fault}' ...", err=True)
     kw = {"steps": steps} if steps else {}
-    case_dir = lab.run_demo(fault, Path(out_dir), **kw)
+    if watch_run:
+        case_dir = _demo_watch(fault, Path(out_dir), kw, quiet=fmt == "json")
+    else:
+        click.echo(f"precdx demo: training baseline and target with fault '{fault}' ...", err=True)
+        case_dir = lab.run_demo(fault, Path(out_dir), **kw)
     click.echo(f"precdx demo: artefacts written to {case_dir}; diagnosing ...", err=True)
     warnings = Warnings()
     facts = collect(discover(case_dir, warnings=warnings), warnings)
@@ -434,6 +441,63 @@ def _fault_table(faults) -> str:
         lines.append(f"{f.name:<{w1}}  {f.failure_mode:<{w2}}  {runs[f.name]:<{w3}}  {wrapped[0]}")
         lines.extend(" " * indent + more for more in wrapped[1:])
     return "\n".join(lines) + "\n"
+
+
+def _demo_watch(fault: str, out_dir: Path, kw: dict, quiet: bool) -> Path:
+    """demo --watch: baseline job, target under the watcher, replay of the captured step."""
+    from engine.demo.watching import run_watch_case
+    from engine.watch import load_status
+
+    click.echo(f"precdx demo --watch: training the baseline, then the target with fault '{fault}' under "
+               "precdx watch ...", err=True)
+    case_dir = run_watch_case(fault, out_dir, quiet=quiet, **kw)
+    status = load_status(case_dir)
+    breach = status.get("breach")
+    if breach:
+        click.echo(f"precdx demo --watch: breach at step {breach['step']} ({breach['check']}); captured "
+                   + (", ".join(f"iteration {c['iteration']}" for c in status.get("captured", [])) or "nothing")
+                   + f"; replayed on the reference side. Case: {case_dir}", err=True)
+    else:
+        click.echo(f"precdx demo --watch: no breach; case: {case_dir}", err=True)
+    return case_dir
+
+
+# ------------------------------------------------------------------ replay
+@main.command()
+@click.argument("case_dir", type=click.Path(file_okay=False))
+@click.option("--step", type=int, default=None,
+              help="Captured iteration to replay (as logged, 1-based); default: the first captured.")
+@click.option("--model-fn", "model_fn", required=True, metavar="MODULE:FUNCTION",
+              help="function() -> model or (model, optimizer), built as the reference side builds them.")
+@click.option("--step-fn", "step_fn", default=None, metavar="MODULE:FUNCTION",
+              help="function(model, optimizer, batch): the step's forward and backward "
+                   "[default: call the model on the batch, backpropagate the loss it returns].")
+@click.option("--batch-fn", "batch_fn", default=None, metavar="MODULE:FUNCTION",
+              help="function(iteration, saved_batch) -> the batch the reference side reads at that iteration "
+                   "[default: the watched run's batch].")
+@click.option("--checkpoint", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="State dict to load instead of the captured one (large models).")
+@click.option("--side", type=click.Choice(["baseline", "target"]), default=None,
+              help="Folder to write the replay into [default: the reference side recorded in watch.json].")
+@click.option("--diagnose", "then_diagnose", is_flag=True, help="Diagnose the case afterwards.")
+def replay(case_dir, step, model_fn, step_fn, batch_fn, checkpoint, side, then_diagnose):
+    """Re-run a step captured by precdx watch on the reference side with the probe on, so both
+    sides of that step are in the case (watch.json says which steps were captured)."""
+    try:
+        from engine.watch.replayer import replay as run_replay
+    except ImportError as exc:  # torch missing
+        raise PrecdxError(f"replay needs torch: {exc}", hint="pip install torch") from None
+    dump = run_replay(case_dir, step, model_fn=model_fn, step_fn=step_fn, batch_fn=batch_fn,
+                      checkpoint=checkpoint, side=side, quiet=True)
+    click.echo(f"precdx replay: wrote {dump}", err=True)
+    if then_diagnose:
+        from engine.diagnosis import diagnose as run_diagnosis
+        from engine.pipeline import collect, discover
+        from engine.render import render
+
+        warnings = Warnings()
+        diag = run_diagnosis(collect(discover(case_dir, warnings=warnings), warnings), warnings=warnings)
+        _emit(render(diag, "text"), None)
 
 
 # ------------------------------------------------------------------ serve / ask (optional parts)

@@ -351,9 +351,14 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
         bound = {alias: fact_list[i] for alias, i in firing.bindings}
         if declared and rule.rule.failure_modes and rule.rule.stage == "checklist":
             hit = next((f for f in bound.values() if xp.is_declared(f, declared)), None)
-            if hit is not None:  # the user's own experiment: a trigger, not a cause
-                set_aside.setdefault(xp.diff_key(hit), []).append(rule.id)
-                continue
+            if hit is not None:
+                mechs = {m.mode for m in xp.mechanisms_for(
+                    xp.diff_key(hit), library=getattr(hit, "type", None) == "library_diff")}
+                # the user's own experiment is a trigger, not a cause -- unless the rule names one of
+                # the mechanisms behind that very knob (a packing rule for a packing change)
+                if not set(rule.rule.failure_modes) & mechs:
+                    set_aside.setdefault(xp.diff_key(hit), []).append(rule.id)
+                    continue
         healthy = bool(rule.rule.failure_modes) and all(
             (catalog.get(m).verdict if catalog.get(m) else "misaligned") == "aligned" for m in rule.rule.failure_modes)
         ev = _firing_evidence(rule, firing, bound, lang, healthy=healthy)
@@ -406,7 +411,9 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     in_play = {c[0] for c in contributions if c[3]}
     for mode, w in dx.procedure_against(profile, kb, in_play).items():
         contributions.append((mode, PROCEDURE_RULE, w, False))
-    rule_supported = {c[0] for c in contributions if c[3] and c[1] not in (DIFFERENTIAL_RULE, MECHANISM_RULE)}
+    # a mode implicated by a changed knob is not cleared by the checklist: its mechanism does not
+    # show in the configuration (that is why the knob, not a setting, is the evidence)
+    rule_supported = {c[0] for c in contributions if c[3] and c[1] != DIFFERENTIAL_RULE}
     for mode, w in dx.checklist_against(fact_list, pack, rule_supported, in_play).items():
         contributions.append((mode, CHECKLIST_RULE, w, False))
 
@@ -498,6 +505,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     if verdict != "aligned":
         hypotheses = [h for h in hypotheses if not (h.verdict == "aligned" and profile.symptoms & set(dx.MISALIGNING))] \
             if profile.symptoms & set(dx.MISALIGNING) else hypotheses
+    if verdict == "aligned":
+        hypotheses = _with_aligned_hypothesis(hypotheses, basis, catalog, lang)
     _notice_checklist_only(verdict, hypotheses, warnings, lang)
     _notice_identical_logs(fact_list, warnings)
     belief = {h.failure_mode: h.score for h in hypotheses if h.verdict == "misaligned"}
@@ -519,6 +528,35 @@ GRADE_LABELS = {"en": {"symptom": "symptoms only", "checklist": "checklist", "lo
 
 def grade_label(grade: str, lang: str = "en") -> str:
     return GRADE_LABELS.get(lang, GRADE_LABELS["en"]).get(grade, grade)
+
+
+ALIGNED_MODE = "aligned.within_noise"
+ALIGNED_SCORE = {"accepted": 0.75, "provisional": 0.5}
+
+
+def _with_aligned_hypothesis(hyps: list[Hypothesis], basis: VerdictBasis, catalog: dict,
+                             lang: str) -> list[Hypothesis]:
+    """An aligned verdict always names its hypothesis first: the gap is noise, on the stated basis,
+    with the missing evidence as its next steps."""
+    existing = next((h for h in hyps if h.failure_mode == ALIGNED_MODE), None)
+    if existing is not None:
+        return [existing] + [h for h in hyps if h is not existing]
+    info = catalog.get(ALIGNED_MODE)
+    cost_labels = COST_LABELS_ZH if lang == "zh" else COST_LABELS
+    steps = [NextStep(action=(f"补充：{m}" if lang == "zh" else f"Add {m}"), command=None, why="",
+                      cost="long_run" if ("1000" in m or "downstream" in m or "下游" in m) else "rerun",
+                      cost_label=cost_labels["long_run" if ("1000" in m or "downstream" in m or "下游" in m) else "rerun"],
+                      rule="VERDICT")
+             for m in basis.missing]
+    hyp = Hypothesis(
+        failure_mode=ALIGNED_MODE, score=ALIGNED_SCORE.get(basis.kind, 0.5),
+        title=info.title(lang) if info else ALIGNED_MODE, verdict="aligned",
+        rules=[RuleRef(id="VERDICT", name="verdict-from-symptoms", weight=ALIGNED_SCORE.get(basis.kind, 0.5),
+                       supports=True)],
+        evidence=[Evidence(fact="verdict_basis", value=basis.kind, expected=None, text=basis.text, rule="VERDICT")],
+        next_steps=steps, references=list(info.references) if info else [],
+        grade="symptom" if basis.kind == "provisional" else "checklist")
+    return [hyp] + hyps
 
 
 def _rule_name(by_id: dict, rid: str) -> str:

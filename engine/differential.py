@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-DIFFERENTIAL_CAP = 0.42        # the best-fitting mode's weight (below a typical specific rule)
+DIFFERENTIAL_CAP = 0.35        # the best-fitting mode's weight (below a typical specific rule)
 MIN_WEIGHT = 0.08              # modes weaker than this (after normalising) are not listed
 MAX_MODES = 6
 NAN_FIRST_AGAINST = 0.35       # "NaN first": against modes that never present a NaN

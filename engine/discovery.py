@@ -472,8 +472,20 @@ def guess_device(run: RunDir) -> str:
             npu += 5 * len(_NPU_PIP.findall(head))
             gpu += len(_GPU_PIP.findall(head))
     if npu == gpu:
-        return "unknown"
+        return _log_device(run)
     return "npu" if npu > gpu else "gpu"
+
+
+def _log_device(run: RunDir) -> str:
+    """Without an env or pip listing: the accelerator the run's training log shows."""
+    from engine.collectors.logs.configecho import read_log_info  # the logs area reads logs
+
+    for art in run.artefacts:
+        if art.kind == "log" and art.detail not in ("binary", "empty"):
+            device = read_log_info(art.path).device
+            if device:
+                return device
+    return "unknown"
 
 
 def _head(path: Path, size: int = 1024 * 1024) -> bytes:

@@ -14,6 +14,7 @@ the checklist hypothesis: "the difference that triggers it", with the mechanisms
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -48,22 +49,35 @@ def canonical_key(raw: str) -> str:
     return _norm(canon) if canon else key
 
 
+@dataclass(frozen=True)
+class _Entry:
+    keys: frozenset[str]
+    patterns: tuple[re.Pattern, ...]
+    library: bool
+    mechanisms: tuple[Mechanism, ...]
+
+
 @functools.lru_cache(maxsize=1)
-def _table() -> tuple[tuple[frozenset[str], bool, tuple[Mechanism, ...]], ...]:
+def _table() -> tuple[_Entry, ...]:
     raw = load_yaml_file(str(Path(__file__).with_name("data") / "mechanisms.yaml"))
     out = []
     for item in raw["mechanisms"]:
         mechs = tuple(Mechanism(m["mode"], m["why"]["en"], m["why"]["zh"]) for m in item["modes"])
-        out.append((frozenset(_norm(k) for k in item.get("keys", [])), bool(item.get("library")), mechs))
+        out.append(_Entry(frozenset(_norm(k) for k in item.get("keys", [])),
+                          tuple(re.compile(p) for p in item.get("patterns", [])), bool(item.get("library")), mechs))
     return tuple(out)
 
 
 def mechanisms_for(key: str, *, library: bool) -> tuple[Mechanism, ...]:
+    """The mechanisms behind a knob: an exact key first, then the first entry whose pattern matches."""
     key = _norm(key)
-    for keys, is_library, mechs in _table():
-        if (library and is_library) or (not library and key in keys):
-            return mechs
-    return ()
+    table = _table()
+    if library:
+        return next((e.mechanisms for e in table if e.library), ())
+    exact = next((e for e in table if key in e.keys), None)
+    if exact is not None:
+        return exact.mechanisms
+    return next((e.mechanisms for e in table if any(p.search(key) for p in e.patterns)), ())
 
 
 @dataclass

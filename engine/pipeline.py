@@ -19,7 +19,8 @@ def discover(case_dir: str | Path | None = None, *, target: str | Path | None = 
     if case_dir is not None:
         if target or baseline:
             raise PrecdxError("give either a case folder or --target/--baseline, not both")
-        return discovery.discover_case(Path(case_dir), warnings=warnings)
+        # a folder without baseline/ and target/ sub-folders is one run, diagnosed on its own
+        return discovery.discover_folder(Path(case_dir), warnings=warnings)
     if target is None:
         raise PrecdxError("nothing to diagnose: give a case folder, --target (and --baseline), or --facts")
     return discovery.discover_runs(target=Path(target), baseline=Path(baseline) if baseline else None,

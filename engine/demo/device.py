@@ -48,9 +48,19 @@ def device_numerics(profile: DeviceProfile) -> Iterator[DeviceProfile]:
     if not profile.target:
         yield profile
         return
-    noise_gen = torch.Generator().manual_seed(profile.noise_seed)
-    launch_gen = torch.Generator().manual_seed(profile.launch_seed)
+    noise_gen = torch.Generator()
+    launch_gen = torch.Generator()
+    seeded_for: list[int | None] = [None]
     originals: dict[tuple[object, str], Callable] = {}
+
+    def at_step() -> None:
+        # noise is a function of (seed, step, call order within the step), as a deterministic
+        # kernel's output is a function of its inputs: a replay of one step from the same state
+        # reproduces the run's noise, and only the launch-seeded part changes between launches
+        if seeded_for[0] != profile.step:
+            seeded_for[0] = profile.step
+            noise_gen.manual_seed(profile.noise_seed * 1_000_003 + profile.step)
+            launch_gen.manual_seed(profile.launch_seed * 1_000_003 + profile.step)
 
     def install(owner: object, name: str, make: Callable[[Callable], Callable]) -> None:
         original = getattr(owner, name)
@@ -59,11 +69,13 @@ def device_numerics(profile: DeviceProfile) -> Iterator[DeviceProfile]:
 
     def noisy_linear(orig):
         def linear(input, weight, bias=None):
+            at_step()
             return _perturb(orig(input, weight, bias), CROSS_DEVICE_REL_NOISE, noise_gen)
         return linear
 
     def noisy_matmul(orig):
         def matmul(input, other, *, out=None):
+            at_step()
             result = _perturb(orig(input, other), CROSS_DEVICE_REL_NOISE, noise_gen)
             if profile.fault == "nondeterministic_op":
                 # accumulation order depends on the launch: seeded per launch, not per job
@@ -73,9 +85,11 @@ def device_numerics(profile: DeviceProfile) -> Iterator[DeviceProfile]:
 
     def defective_gelu(orig):
         def gelu(input, approximate="none"):
-            # fast sigmoid approximation with a mis-tuned coefficient, evaluated in half precision
+            # fast tanh-form kernel evaluated in half precision that drops the formula's 0.5
+            # factor: outputs about twice the true value, gradients taken from the true gelu
             with torch.no_grad():
-                approx = (input.half() * torch.sigmoid(0.9 * input.half())).float()
+                h = input.half()
+                approx = (h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))).float()
             out = orig(input, approximate=approximate)
             out.data.copy_(approx)
             return out

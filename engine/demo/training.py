@@ -111,13 +111,33 @@ class DynamicLossScaler:
                 self.scale *= 2.0
 
 
+def step_inputs(tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Position ids, causal mask and loss mask for a batch of token ids."""
+    seq = tokens.shape[1]
+    return (torch.arange(seq), torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1),
+            torch.ones(tokens.shape[0], seq))
+
+
+def forward_backward(model, tokens: torch.Tensor, labels: torch.Tensor, loss_scale: float,
+                     inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """One iteration's forward and (loss-scaled) backward: the part of the step a dump covers,
+    shared by the training loop and by the watch demo's re-runs and replays."""
+    position_ids, mask, loss_mask = inputs if inputs is not None else step_inputs(tokens)
+    loss = lm_loss(model(tokens, position_ids, mask), labels, loss_mask)
+    (loss * loss_scale).backward()
+    return loss
+
+
 def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = None,
           dump_step: int | None = None, summary_mode: str = "statistics",
-          overflow_from: int | None = None) -> RunResult:
+          overflow_from: int | None = None, watch_with=None) -> RunResult:
     """Train ``cfg.train_iters`` iterations under ``profile``; dump step ``dump_step`` (0-based).
 
     ``overflow_from`` (loss_scale_collapse) makes a target fp16 kernel emit inf into the
-    gradients on a growing share of iterations from that iteration on.
+    gradients on a growing share of iterations from that iteration on. ``watch_with(model,
+    optimizer)`` returns an ``engine.watch.Watcher`` that gets each iteration's batch and logged
+    scalars, before the update (as Megatron checks for NaN before it), can stop the run, and is
+    closed when training ends.
     """
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, cfg.seed)
@@ -130,12 +150,20 @@ def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = N
     scaler = DynamicLossScaler(cfg)
     probe = Probe(model, dump_dir, level="mix", summary_mode=summary_mode,
                   steps=[dump_step] if dump_step is not None else [], rank=0) if dump_dir else None
-    seq = cfg.model.seq_length
-    position_ids = torch.arange(seq)
-    mask = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)
-    loss_mask = torch.ones(cfg.micro_batch_size, seq)
+    inputs = step_inputs(torch.zeros(cfg.micro_batch_size, cfg.model.seq_length, dtype=torch.long))
     overflow_gen = torch.Generator().manual_seed(cfg.seed + 7)
     result = RunResult(num_parameters=sum(p.numel() for p in model.parameters()))
+    watcher = watch_with(model, optimizer) if watch_with is not None else None
+    try:
+        _loop(cfg, profile, model, optimizer, scaler, probe, inputs, overflow_gen, overflow_from, result, watcher)
+    finally:
+        if watcher is not None:
+            watcher.close()
+    return result
+
+
+def _loop(cfg, profile, model, optimizer, scaler, probe, inputs, overflow_gen, overflow_from, result,
+          watcher) -> None:
     updates = 0
     with device_numerics(profile):
         for it in range(1, cfg.train_iters + 1):
@@ -146,11 +174,13 @@ def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = N
                 group["lr"] = lr
             tokens, labels = make_batch(cfg, it, cfg.seed)
             optimizer.zero_grad(set_to_none=True)
+            if watcher is not None:
+                watcher.batch({"tokens": tokens, "labels": labels, "loss_scale": scaler.scale,
+                               "iteration": it, "seed": cfg.seed})
             if probe is not None:
                 probe.start()
             try:
-                loss = lm_loss(model(tokens, position_ids, mask), labels, loss_mask)
-                (loss * scaler.scale).backward()
+                loss = forward_backward(model, tokens, labels, scaler.scale, inputs)
             finally:
                 if probe is not None:
                     probe.stop()
@@ -165,10 +195,13 @@ def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = N
                 g.div_(scaler.scale)
             norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad))
             loss_value = float(loss.detach())
+            found_inf = cfg.fp16 and not math.isfinite(norm)
+            stop = watcher is not None and watcher.step(
+                loss_value, grad_norm=norm, lr=lr, loss_scale=scaler.scale if cfg.fp16 else None,
+                skipped=found_inf)
             if math.isnan(norm) and not cfg.fp16:
                 result.failed_at = it
                 break
-            found_inf = cfg.fp16 and not math.isfinite(norm)
             scaler.update(found_inf)
             if not found_inf:
                 optimizer.step()
@@ -179,4 +212,5 @@ def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = N
                 loss=None if found_inf else loss_value, loss_scale=scaler.scale,
                 grad_norm=None if found_inf else norm, skipped=int(found_inf), nan=0,
                 timestamp=time.time()))
-    return result
+            if stop:
+                break

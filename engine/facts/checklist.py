@@ -53,8 +53,32 @@ class ConfigDiff(Fact):
     same_framework: Bool = F("both runs were launched with the same training framework (when "
                              "false, one-sided keys often only reflect different argument sets)",
                              default=True)
+    default_side: Optional[Literal["baseline", "target"]] = F(
+        "the side that leaves the key unset, when its framework's default is known (its value then "
+        "reads '<value> (default)'); absent when both sides set it or no default is known")
+    from_log: Bool = F("every value compared comes from the runs' training logs (argument dumps and "
+                       "config echoes), not from launch scripts or config files", default=False)
     baseline_name: Optional[str] = F("the key as written on the reference side", match=False)
     target_name: Optional[str] = F("the key as written on the compared side", match=False)
+
+
+@fact_type("config_summary", collectors=("checklist",), identity=("pair",))
+class ConfigSummary(Fact):
+    """All relevant configuration differences of one pair of runs taken together, so a rule can
+    tell "a few settings differ" (each worth flipping alone) from "the configs are unrelated"."""
+
+    pair: str = F(_PAIR)
+    role: Role = F(_ROLE)
+    ref_role: Role = F(_REF_ROLE)
+    n_relevant: Int = F("config_diff facts of this pair with relevant=true", unit="count")
+    n_categories: Int = F("distinct categories among them", unit="count")
+    only_category: Optional[ConfigCategory] = F("the category when every relevant difference has the same one")
+    n_other: Int = F("relevant differences of keys precdx does not know (category other)", unit="count",
+                     default=0)
+    names: Optional[str] = F("the differing settings, comma-joined (at most 12)", match=False)
+    flips: Optional[str] = F("'name: baseline -> target' for each, semicolon-joined (at most 12)",
+                             match=False)
+    from_log: Bool = F("every difference was read from the runs' training logs", default=False)
 
 
 @fact_type("config_value", collectors=("checklist",), identity=("role", "run", "name"))

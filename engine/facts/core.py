@@ -80,6 +80,16 @@ OBSERVATIONS: dict[str, tuple[str, str, str]] = {
     "downstream_metric_gap": (
         "bool", "Is a downstream evaluation metric clearly worse on the target although training loss is close?",
         "训练 loss 接近，但下游评测指标是否明显更差？"),
+    # behaviour people report from using the trained model or watching the curve
+    "generation_never_stops": (
+        "bool", "Does the trained model keep generating past the end of its answer (it never emits the end token)?",
+        "训练后的模型生成时是否停不下来（不输出结束符）？"),
+    "wrong_first_token": (
+        "bool", "Is the first generated token wrong or odd (a repeated BOS, a template marker, a stray space)?",
+        "生成的第一个 token 是否异常（重复 BOS、模板标记、多余空格）？"),
+    "loss_plateau_suspicious": (
+        "bool", "Does the loss flatten at a suspicious value (about ln(vocabulary size), ln 2, or exactly 0)?",
+        "loss 是否停在可疑的值上（约 ln(词表大小)、ln 2 或恰好为 0）？"),
 }
 
 

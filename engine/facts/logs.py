@@ -63,6 +63,8 @@ class LossCompare(Fact):
     stopped_early: Bool = F("the compared run logged fewer steps than the reference (crash, kill, abort)")
     first_step_rel_err: Num | None = F("relative loss error at the first common step", unit="ratio")
     first_step_abs_err: Num | None = F("absolute loss error at the first common step", unit="loss")
+    second_step_rel_err: Num | None = F("relative loss error at the second common step (a jump from a "
+                                        "matching first step means the first update differs)", unit="ratio")
     first_rel_err_over_1pct_step: Int | None = F("first common step whose relative loss error exceeds 1%",
                                                  unit="steps")
     mean_rel_err: Num | None = F("mean relative loss error over all finite common steps", unit="ratio")
@@ -101,6 +103,8 @@ class RerunCompare(Fact):
                         "printed precision)")
     first_step_identical: Bool = F("the loss at the first common step is equal as printed")
     first_diff_step: Int | None = F("first common step whose loss or grad norm differs", unit="steps")
+    first_diff_dump_step: Int | None = F("msprobe step number (0-based) of first_diff_step: the step to dump",
+                                         unit="steps")
     max_rel_diff: Num | None = F("largest relative loss difference at a common step", unit="ratio")
     mean_rel_diff: Num | None = F("mean relative loss difference over common steps", unit="ratio")
 
@@ -241,3 +245,91 @@ class LogEvent(Fact):
     step: Int | None = F("first iteration the lines name (or the step logged before them)", unit="steps")
     node: Optional[str] = F("host named by the lines (rerun machine, NaN check), when printed")
     message: Optional[str] = F("first such line (shortened), for evidence", match=False)
+
+
+@fact_type("lr_compare", collectors=_C, identity=("run", "against"))
+class LrCompare(Fact):
+    """The per-iteration settings a log prints besides the metrics (learning rate, global batch
+    size, consumed samples/tokens, initial loss scale), of a target-side run against the reference
+    on their common steps: a different schedule shows here even when no config file was found."""
+
+    run: str = F("compared run")
+    role: Role = F("role of the compared run")
+    against: str = F("reference run name", default="baseline")
+    steps_compared: Int = F("common steps where both logged a learning rate, before the first skipped "
+                            "iteration of either run (a skipped step does not advance the scheduler, so "
+                            "the printed lr lags from there on)", unit="count", default=0)
+    target_first_lr: Num | None = F("compared run: learning rate at the first common step", unit="lr")
+    baseline_first_lr: Num | None = F("reference: learning rate at the first common step", unit="lr")
+    target_peak_lr: Num | None = F("compared run: largest learning rate logged", unit="lr")
+    baseline_peak_lr: Num | None = F("reference: largest learning rate logged", unit="lr")
+    target_peak_step: Int | None = F("compared run: first step at its largest learning rate (end of "
+                                     "warmup)", unit="steps")
+    baseline_peak_step: Int | None = F("reference: first step at its largest learning rate", unit="steps")
+    max_rel_diff: Num | None = F("largest relative learning-rate difference at a common step", unit="ratio")
+    mean_rel_diff: Num | None = F("mean relative learning-rate difference over common steps", unit="ratio")
+    first_diff_step: Int | None = F("first common step whose learning rates differ by more than 0.1%",
+                                    unit="steps")
+    ratio_cv: Num | None = F("coefficient of variation of target lr / reference lr over common steps: "
+                             "~0 with max_rel_diff > 0 means the base lr differs by a constant factor, "
+                             "larger means the schedule (warmup, decay) differs", unit="ratio")
+    schedule_differs: Bool = F("the learning rates differ by more than 0.1% at some common step",
+                               default=False)
+    target_global_batch: Num | None = F("compared run: global batch size logged (first value)", unit="samples")
+    baseline_global_batch: Num | None = F("reference: global batch size logged (first value)", unit="samples")
+    global_batch_differs: Bool | None = F("the logged global batch sizes differ (None when one side does "
+                                          "not print one)")
+    target_tokens_per_sample: Num | None = F("compared run: consumed tokens / consumed samples (sequence "
+                                             "length as trained)", unit="tokens")
+    baseline_tokens_per_sample: Num | None = F("reference: consumed tokens / consumed samples", unit="tokens")
+    target_first_loss_scale: Num | None = F("compared run: first loss scale logged", unit="scale")
+    baseline_first_loss_scale: Num | None = F("reference: first loss scale logged", unit="scale")
+
+
+@fact_type("run_health", collectors=_C, identity=("run",))
+class RunHealth(Fact):
+    """One run's curve held against what a healthy run looks like, without any reference run:
+    the initial loss against ln(vocabulary size), grad-norm explosions and non-finite grad norms,
+    a loss stuck or at exactly zero, and whether the run stopped before its planned last step."""
+
+    run: str = F("run name")
+    role: Role = F("role of the run")
+    first_step: Int | None = F("first logged step", unit="steps")
+    first_loss: Num | None = F("loss at the first logged step", unit="loss")
+    vocab_size: Int | None = F("vocabulary size the log prints (tokenizer vocab, else padded vocab, else "
+                               "model config vocab_size)", unit="tokens")
+    uniform_loss: Num | None = F("ln(vocab_size): the cross-entropy of a model that predicts every token "
+                                 "with equal probability", unit="loss")
+    first_loss_ratio: Num | None = F("first_loss / uniform_loss: ~1 for a model starting from random "
+                                     "weights, well below 1 for a loaded checkpoint, above ~1.3 for "
+                                     "broken initialisation, inputs or labels", unit="ratio")
+    loads_checkpoint: Bool | None = F("the log shows weights loaded from a checkpoint (load path, "
+                                      "'loading checkpoint'/'loading weights file' lines)")
+    first_grad_norm: Num | None = F("grad norm at the first logged step (NaN if non-finite)", unit="norm")
+    max_grad_norm: Num | None = F("largest finite grad norm logged", unit="norm")
+    max_grad_norm_step: Int | None = F("step of that largest grad norm", unit="steps")
+    median_grad_norm: Num | None = F("median finite grad norm", unit="norm")
+    grad_norm_points: Int = F("logged points with a grad norm", unit="count", default=0)
+    grad_norm_nonfinite: Int = F("logged points whose grad norm is NaN/Inf", unit="count", default=0)
+    first_nonfinite_grad_step: Int | None = F("first step with a non-finite grad norm", unit="steps")
+    loss_finite_at_first_bad_grad: Bool | None = F("the loss was still finite at first_nonfinite_grad_step "
+                                                   "(the NaN entered in that step's backward, so the next "
+                                                   "step's weights carry it)")
+    first_nonfinite_loss_step: Int | None = F("first step whose loss is non-finite (printed NaN/Inf or a loss "
+                                              "key the framework drops); HF Trainer filters NaN losses out "
+                                              "of its log, so there it stays absent", unit="steps")
+    first_nan_step: Int | None = F("first step with a non-finite loss or grad norm", unit="steps")
+    nan_dump_step: Int | None = F("msprobe step number (0-based) of first_nan_step: the step to dump",
+                                  unit="steps")
+    loss_zero_points: Int = F("logged points whose loss is exactly 0.0", unit="count", default=0)
+    loss_points: Int = F("logged points with a finite loss", unit="count", default=0)
+    early_loss: Num | None = F("mean finite loss over the first quarter of logged points", unit="loss")
+    late_loss: Num | None = F("mean finite loss over the last quarter of logged points", unit="loss")
+    loss_rel_drop: Num | None = F("(early_loss - late_loss) / |early_loss|: how much the loss fell", unit="ratio")
+    late_loss_cv: Num | None = F("coefficient of variation of the loss over the last quarter", unit="ratio")
+    late_loss_ratio: Num | None = F("late_loss / uniform_loss (~1: the model still predicts uniformly)",
+                                    unit="ratio")
+    planned_steps: Int | None = F("last step the run was set up for (Megatron 'iteration N/TOTAL', the "
+                                  "progress bar total)", unit="steps")
+    last_step: Int | None = F("last logged step", unit="steps")
+    stopped_early: Bool | None = F("the run logged its last step before planned_steps (crash, kill)")

@@ -25,6 +25,9 @@ OBSERVATION_COST: dict[str, str] = {
     "same_checkpoint": "read",
     "same_data_order": "dump",
     "downstream_metric_gap": "read",
+    "generation_never_stops": "read",
+    "wrong_first_token": "read",
+    "loss_plateau_suspicious": "read",
 }
 DEFAULT_OBSERVATION_COST = "rerun"
 

@@ -128,6 +128,7 @@ class Probe:
         self.records: list[StepRecord] = []
         self.first_nonfinite: dict[str, Any] | None = None
         self._record: StepRecord | None = None
+        self._paused: StepRecord | None = None
         self._busy = False
         self._patched: list[WrapTarget] = []
         self._handles: list[Any] = []
@@ -162,8 +163,26 @@ class Probe:
         if self.level != "L0":
             self._install_api_wrappers()
 
+    def pause(self) -> None:
+        """Stop recording calls until ``resume`` without ending the step's record: e.g. between
+        a micro-batch's backward and the next micro-batch's forward, or over gradient clipping
+        and the update. Wrappers and hooks come off meanwhile (torch is as it was)."""
+        if self._record is not None:
+            self._paused, self._record = self._record, None
+            self._uninstall()
+
+    def resume(self) -> None:
+        if self._paused is not None and self._record is None:
+            self._record, self._paused = self._paused, None
+            if self.level != "L1":
+                self._install_module_hooks()
+            if self.level != "L0":
+                self._install_api_wrappers()
+
     def stop(self) -> StepRecord | None:
         """End recording; write the step's files when a dump path was given."""
+        if self._paused is not None and self._record is None:
+            self._record, self._paused = self._paused, None
         record = self._record
         if record is None:
             return None
@@ -285,7 +304,8 @@ class Probe:
                 record.data[name] = {"input_args": in_args, "input_kwargs": in_kwargs,
                                      "output": encode(outputs, self.summary_mode)}
                 self._add_stack(name, frames)
-                if self.stop_at_nonfinite and not is_finite_value(outputs):
+                if self.stop_at_nonfinite and not is_finite_value(outputs) \
+                        and not _masking_inf(short, outputs):
                     self._found_nonfinite(name, parent, args, kwargs, record.data[name], frames)
             self._hook_api_backward(short, index, low, parent, args, result)
         finally:
@@ -447,6 +467,19 @@ class Probe:
                 self._record.data[name] = got
                 self._param_grads[key] = {}
         return param_hook
+
+
+# Ops that write -inf on purpose (attention masks): their infinities are not an accident
+_MASKING = frozenset({"masked_fill", "masked_fill_", "where", "triu", "tril", "full", "full_like", "fill_"})
+
+
+def _masking_inf(short: str, outputs: list[Any]) -> bool:
+    """A masking op whose output holds infinities but no NaN (msprobe's NaN analysis leaves
+    these out too)."""
+    if short.rsplit(".", 1)[-1] not in _MASKING:
+        return False
+    return not any(isinstance(o, torch.Tensor) and o.is_floating_point() and bool(torch.isnan(o).any())
+                   for o in outputs)
 
 
 def _write_json(path: Path, obj: Any) -> None:

@@ -10,6 +10,15 @@ from engine.errors import Warnings
 from engine.facts import Fact
 
 
+def run_versions(cfg: RunConfig) -> dict[str, str]:
+    """Library versions of a run: its pip listing, else what its logs print."""
+    out = dict(cfg.log_versions)
+    pkgs = cfg.packages
+    if pkgs:
+        out.update({k: v for k, (v, _) in pkgs.items()})
+    return out
+
+
 def collect(case: Case, warnings: Warnings) -> list[Fact]:
     from engine.discovery import guess_device  # discovery owns device detection
 
@@ -30,8 +39,12 @@ def collect(case: Case, warnings: Warnings) -> list[Fact]:
             facts.append(status)
         packages[run.name] = libraries.run_packages(run, warnings)
         pkgs, src = packages[run.name]
+        cfg.packages = pkgs
         if pkgs:
             facts.extend(libraries.version_facts(run, pkgs, src))
+        elif cfg.log_versions:
+            facts.extend(libraries.version_facts(run, libraries.from_log(cfg.log_versions),
+                                                 ", ".join(cfg.log_sources) or _log_paths(run)))
         metrics[run.name] = evals.run_metrics(run, warnings)
         listings[run.name] = structure.run_listings(run, warnings)
         facts.extend(structure.summary_facts(run, listings[run.name]))
@@ -39,14 +52,22 @@ def collect(case: Case, warnings: Warnings) -> list[Fact]:
     for run, ref in comparison_pairs(case):
         pair = pair_name(run, ref)
         cfg, rcfg = configs[run.name], configs[ref.name]
-        if cfg.has_config and rcfg.has_config:
-            facts.extend(configdiff.config_diffs(cfg, rcfg, pair))
-        elif cfg.has_config or rcfg.has_config:
-            missing = ref if cfg.has_config else run
-            warnings.add(f"no launch script or training config found for {missing.name}; "
-                         f"configuration of {pair} not compared", path=str(missing.root))
+        if cfg.has_any_config and rcfg.has_any_config:
+            diffs = list(configdiff.config_diffs(cfg, rcfg, pair, (run_versions(cfg), run_versions(rcfg))))
+            facts.extend(diffs)
+            facts.append(configdiff.summary(diffs, pair, run.role, ref.role))
+        elif cfg.has_any_config or rcfg.has_any_config:
+            missing = ref if cfg.has_any_config else run
+            warnings.add(f"no launch script, training config or configuration echo in the log found for "
+                         f"{missing.name}; configuration of {pair} not compared", path=str(missing.root))
         facts.extend(envswitches.env_diffs(cfg, devices[run.name], rcfg, devices[ref.name], pair))
         (mine, src), (theirs, rsrc) = packages[run.name], packages[ref.name]
+        if mine is None and theirs is None and cfg.log_versions and rcfg.log_versions:
+            # only what both logs print: a version a log does not mention is unknown, not absent
+            common = set(cfg.log_versions) & set(rcfg.log_versions)
+            mine = libraries.from_log({k: v for k, v in cfg.log_versions.items() if k in common})
+            theirs = libraries.from_log({k: v for k, v in rcfg.log_versions.items() if k in common})
+            src, rsrc = _log_paths(run), _log_paths(ref)
         if mine is not None and theirs is not None:
             cross = devices[run.name] != devices[ref.name] or "unknown" in (devices[run.name], devices[ref.name])
             facts.extend(libraries.library_diffs(run, mine, ref, theirs, pair, cross,
@@ -58,3 +79,7 @@ def collect(case: Case, warnings: Warnings) -> list[Fact]:
         facts.extend(structure.structure_diffs(run, listings[run.name], ref, listings[ref.name],
                                                pair, warnings))
     return facts
+
+
+def _log_paths(run) -> str | None:
+    return ", ".join(str(a.path) for a in run.artefacts if a.kind == "log") or None

@@ -22,7 +22,7 @@ _SEED_ALL = re.compile(r"\bseed_all\(([^)]*)\)")
 
 
 def status_fact(cfg: RunConfig, device: str) -> Fact | None:
-    if not cfg.has_config and not cfg.has_env():
+    if not cfg.has_any_config and not cfg.has_env():
         return None
     seed = cfg.value("seed")
     if seed is None:

@@ -6,7 +6,7 @@ from engine.collectors.base import RunDir
 FRAMEWORKS = ("mindspeed", "megatron_deepspeed", "megatron", "hf_trainer", "torchtitan", "deepspeed")
 # Words other collectors may use in an artefact's detail (e.g. a log recognised as "megatron").
 _DETAIL_WORDS = {
-    "mindspeed": "mindspeed", "megatron_deepspeed": "megatron_deepspeed",
+    "mindspeed": "mindspeed", "mindspeed-llm": "mindspeed", "megatron_deepspeed": "megatron_deepspeed",
     "megatron-deepspeed": "megatron_deepspeed", "megatron": "megatron", "hf": "hf_trainer",
     "hf_trainer": "hf_trainer", "transformers": "hf_trainer", "torchtitan": "torchtitan",
     "deepspeed": "deepspeed",

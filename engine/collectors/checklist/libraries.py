@@ -24,6 +24,8 @@ KEY_LIBRARIES: dict[str, str] = {
     "numpy": "numerics", "safetensors": "numerics", "einops": "numerics",
     "torch-npu": "device", "mindspeed": "device", "mindspeed-llm": "device", "flash-attn": "device",
     "transformer-engine": "device", "triton": "device",
+    # not pip packages: the device stack as training logs print it
+    "cann": "device", "hccl": "device", "nccl": "device", "cuda": "device",
 }
 _DEVICE = re.compile(r"^(torch-npu|torchair|mindspeed(-[a-z]+)?|nvidia-.+|triton|flash-attn.*|"
                      r"transformer-engine.*|cupy-cuda.*|pynvml|nvidia-ml-py.*|xformers|"
@@ -110,6 +112,11 @@ def run_packages(run: RunDir, warnings: Warnings) -> tuple[dict[str, tuple[str, 
             merged = {**(merged or {}), **listing}
             sources.append(str(art.path))
     return merged, ", ".join(sources) or None
+
+
+def from_log(versions: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Versions a training log prints, in the listing shape (version without local suffix, raw)."""
+    return {norm_name(k): (base_version(v), f"{v} (from the training log)") for k, v in versions.items()}
 
 
 def _category(name: str, raw: str) -> str:

@@ -33,6 +33,8 @@ class Setting:
     source: str
     explicit: bool = True
     absent_default: str | None = None  # what the framework assumes when the flag is not given
+    from_log: str | None = None        # echo kind when the value comes from a training log
+    category: str | None = None        # what it governs, when the alias table does not know the key
 
 
 @dataclass
@@ -47,6 +49,17 @@ class RunConfig:
     complete: bool = True                     # False when a config file could only be read in part
     has_config: bool = False
     scripts_text: str = ""                    # launch script text (for determinism API calls)
+    log_sources: list[str] = field(default_factory=list)   # logs whose echo gave settings
+    log_complete: bool = False                # a log printed a full argument dump (defaults included)
+    log_versions: dict[str, str] = field(default_factory=dict)  # library versions printed in logs
+    log_device: str | None = None             # accelerator the log shows (npu / gpu)
+    log_framework: str | None = None          # framework whose echo format the log printed
+    packages: dict[str, tuple[str, str]] | None = None  # pip listing (set by the collector)
+
+    @property
+    def has_any_config(self) -> bool:
+        """Settings are known from a script, a config file or a log echo."""
+        return self.has_config or bool(self.log_sources)
 
     def value(self, name: str) -> str | None:
         s = self.settings.get(name)
@@ -109,8 +122,77 @@ def build(run: RunDir, warnings: Warnings) -> RunConfig:
             _put(cfg, key, val, str(art.path))
     for art in run.files("config.launch"):
         _read_launch(cfg, art.path, warnings)
+    from engine.collectors.checklist.logconfig import merge_logs
+    merge_logs(cfg, run, warnings)
+    if cfg.framework == "unknown" and cfg.log_framework:
+        cfg.framework = cfg.log_framework
+    elif cfg.framework == "megatron" and cfg.log_framework == "mindspeed":
+        cfg.framework = "mindspeed"
+    _resolve_deepspeed(cfg, [a.path for a in structured if a.kind == "config.json" and a.detail == "deepspeed"],
+                       warnings)
     _derive(cfg)
     return cfg
+
+
+def _resolve_deepspeed(cfg: RunConfig, ds_files: list[Path], warnings: Warnings) -> None:
+    """DeepSpeed under a trainer: 'auto' values take the trainer's arguments (the Hugging Face
+    integration fills them in), else the trainer's default; and gradient clipping is DeepSpeed's
+    alone (the trainer leaves it to the engine), so `max_grad_norm` without `gradient_clipping`
+    in the DeepSpeed config does not clip as configured."""
+    from engine.collectors.checklist import defaults
+
+    for name, s in list(cfg.settings.items()):
+        if s.value.lower() != "auto":
+            continue
+        found = defaults.lookup("hf_trainer", name, _versions(cfg))
+        if found and len(found[0]) == 1:
+            value = next(iter(found[0]))
+            cfg.settings[name] = Setting(name, s.raw_name, value, s.source, explicit=False,
+                                         from_log=s.from_log, category=s.category)
+        else:
+            warnings.add(f"'{s.raw_name}' is 'auto' and nothing sets it; its value is unknown and it is "
+                         "not compared", path=s.source)
+            del cfg.settings[name]
+    if not ds_files:
+        return
+    clip = cfg.settings.get("clip_grad")
+    ds_sources = {str(p) for p in ds_files}
+    ds_clips = False
+    for p in ds_files:
+        try:
+            ds_clips = ds_clips or "gradient_clipping" in load(p, "json")
+        except ConfigFileError:
+            return  # already warned; nothing is known about its clipping
+    if clip is not None and not ds_clips and clip.raw_name.lower().lstrip("-") in ("max_grad_norm",
+                                                                                  "max-grad-norm"):
+        found = defaults.lookup("deepspeed", "clip_grad", _versions(cfg))
+        if found is None:
+            return
+        values, note = found
+        where = ", ".join(sorted(ds_sources))
+        if len(values) == 1:
+            value = next(iter(values))
+            warnings.add(f"max_grad_norm={clip.value} is set but the DeepSpeed config has no "
+                         f"gradient_clipping: DeepSpeed clips, so the effective value is its default "
+                         f"{value} ({note})", path=where)
+            cfg.settings["clip_grad"] = Setting("clip_grad", "gradient_clipping", value, where,
+                                                explicit=True, category=None)
+        else:
+            warnings.add(f"max_grad_norm={clip.value} is set but the DeepSpeed config has no "
+                         "gradient_clipping: DeepSpeed clips with its own default (0.0, i.e. off, before "
+                         "0.19.3; 1.0 from 0.19.3); the DeepSpeed version is unknown", path=where)
+
+
+def _versions(cfg: RunConfig) -> dict[str, str]:
+    """Library versions known for the run: pip listings first, then what its logs print."""
+    from engine.collectors.checklist.libraries import read_listing
+
+    out = dict(cfg.log_versions)
+    for art in cfg.run.files("pip"):
+        listing = read_listing(art.path, Warnings())
+        if listing:
+            out.update({k: v for k, (v, _) in listing.items()})
+    return out
 
 
 def _read_launch(cfg: RunConfig, path: Path, warnings: Warnings) -> None:
@@ -275,7 +357,11 @@ def _put(cfg: RunConfig, raw: str, value: Any, source: str, absent_default: str 
 
 
 def _store(cfg: RunConfig, setting: Setting) -> None:
-    # later sources win: command-line arguments are read after config files, as frameworks do
+    # later sources win: command-line arguments are read after config files, as frameworks do;
+    # DeepSpeed's "auto" never overrides a value another file gives (the trainer fills it in)
+    old = cfg.settings.get(setting.name)
+    if old is not None and setting.value.lower() == "auto" and old.value.lower() != "auto":
+        return
     cfg.settings[setting.name] = setting
 
 

@@ -87,6 +87,7 @@ def compare_facts(t: StepSeries, b: StepSeries, noise: float | None) -> Iterable
                stopped_early=bool(t_last is not None and b_last is not None and t_last < b_last),
                first_step_rel_err=_f(d.err[0]) if n else None,
                first_step_abs_err=_f(abs(d.t[0] - d.b[0])) if n else None,
+               second_step_rel_err=_f(d.err[1]) if n > 1 else None,
                first_rel_err_over_1pct_step=over,
                mean_rel_err=mean, mean_rel_err_early=d.mean(early) if n else None,
                mean_rel_err_late=d.mean(late) if n else None,
@@ -181,6 +182,7 @@ def rerun_fact(run: StepSeries, rerun: StepSeries) -> Fact:
                 identical=bool(steps.size and same.all()),
                 first_step_identical=bool(steps.size and _same(a[:1], b[:1]).all()),
                 first_diff_step=int(steps[diff_idx[0]]) if diff_idx.size else None,
+                first_diff_dump_step=max(int(steps[diff_idx[0]]) - 1, 0) if diff_idx.size else None,
                 max_rel_diff=float(fin.max()) if fin.size else None,
                 mean_rel_diff=float(fin.mean()) if fin.size else None, source=_src(run, rerun))
 
@@ -252,3 +254,144 @@ def _err_vs_median(g: StepSeries, others: list[StepSeries], name: str) -> float 
         err = cmp.rel_err(mine, ref)
     fin = err[np.isfinite(err)]
     return float(fin.mean()) if fin.size else None
+
+
+# ------------------------------------------------------------------ per-iteration settings
+LR_DIFF = 1e-3  # logs print lr with ~6 significant digits: beyond 0.1% is a real difference
+
+
+def lr_fact(t: StepSeries, b: StepSeries) -> Fact | None:
+    """lr_compare of `t` against `b`, or None when neither logs a learning rate, batch size or
+    loss scale on both sides."""
+    tl, bl = t.lr, b.lr
+    has_lr = bool(np.any(np.isfinite(tl))) and bool(np.any(np.isfinite(bl)))
+    tg, bg = _first_tracked(t, "global_batch_size"), _first_tracked(b, "global_batch_size")
+    ts, bs = _first_finite(t.loss_scale), _first_finite(b.loss_scale)
+    if not has_lr and (tg is None or bg is None) and (ts is None or bs is None):
+        return None
+    fields: dict = {}
+    if has_lr:
+        common = np.intersect1d(t.steps, b.steps, assume_unique=True)
+        # A skipped iteration does not advance the scheduler (Megatron), so the printed lr lags
+        # from there on without any schedule difference: compare the steps before the first skip.
+        cut = min((x for x in (_first_skip(t), _first_skip(b)) if x is not None), default=None)
+        if cut is not None:
+            common = common[common < cut]
+        a = tl[np.searchsorted(t.steps, common)]
+        r = bl[np.searchsorted(b.steps, common)]
+        ok = np.isfinite(a) & np.isfinite(r)
+        steps, a, r = common[ok], a[ok], r[ok]
+        if steps.size:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                diff = np.abs(a - r) / np.maximum(np.abs(r), cmp.EPS)
+                pos = r > 0
+                ratio = a[pos] / r[pos]
+            over = np.flatnonzero(diff > LR_DIFF)
+            cv = None
+            if ratio.size >= 2 and abs(ratio.mean()) > cmp.EPS:
+                cv = float(ratio.std() / abs(ratio.mean()))
+            fields.update(steps_compared=int(steps.size), target_first_lr=float(a[0]), baseline_first_lr=float(r[0]),
+                          max_rel_diff=float(diff.max()), mean_rel_diff=float(diff.mean()),
+                          first_diff_step=int(steps[over[0]]) if over.size else None, ratio_cv=cv,
+                          schedule_differs=bool(over.size))
+        tp, tps = _peak(t.steps, tl)
+        bp, bps = _peak(b.steps, bl)
+        fields.update(target_peak_lr=tp, target_peak_step=tps, baseline_peak_lr=bp, baseline_peak_step=bps)
+    if tg is not None or bg is not None:
+        fields.update(target_global_batch=tg, baseline_global_batch=bg,
+                      global_batch_differs=(tg != bg) if tg is not None and bg is not None else None)
+    fields.update(target_tokens_per_sample=_tokens_per_sample(t), baseline_tokens_per_sample=_tokens_per_sample(b),
+                  target_first_loss_scale=ts, baseline_first_loss_scale=bs)
+    return make("lr_compare", run=t.run, role=t.role, against=b.run, source=_src(t, b), **fields)
+
+
+def _first_skip(s: StepSeries) -> int | None:
+    sk = s.skipped
+    hit = np.flatnonzero(np.nan_to_num(sk, nan=0.0) > 0)
+    return int(s.steps[hit[0]]) if hit.size else None
+
+
+def _first_tracked(s: StepSeries, name: str) -> float | None:
+    t = s.tracked.get(name)
+    return float(t[1]) if t else None
+
+
+def _first_finite(x: np.ndarray) -> float | None:
+    fin = x[np.isfinite(x)]
+    return float(fin[0]) if fin.size else None
+
+
+def _peak(steps: np.ndarray, values: np.ndarray) -> tuple[float | None, int | None]:
+    ok = np.isfinite(values)
+    if not ok.any():
+        return None, None
+    v = values[ok]
+    i = int(np.argmax(v))
+    return float(v[i]), int(steps[ok][i])
+
+
+def _tokens_per_sample(s: StepSeries) -> float | None:
+    tok, smp = s.tracked.get("consumed_tokens"), s.tracked.get("consumed_samples")
+    if not tok or not smp:
+        return None
+    d_tok, d_smp = tok[3] - tok[1], smp[3] - smp[1]
+    if d_smp > 0 and d_tok > 0:
+        return float(d_tok / d_smp)
+    if smp[1] > 0 and tok[1] > 0:
+        return float(tok[1] / smp[1])
+    return None
+
+
+# ------------------------------------------------------------------ one run on its own
+def health_fact(s: StepSeries, vocab: int | None, loads_checkpoint: bool | None) -> Fact:
+    """run_health of one run: its curve against what a healthy run looks like."""
+    n = len(s)
+    loss = s.loss
+    fin = np.isfinite(loss)
+    first_loss = _f(loss[0]) if n else None
+    uniform = math.log(vocab) if vocab and vocab > 1 else None
+    gn = s.grad_norm
+    has_gn = ~np.isnan(gn) | s.gn_bad
+    gfin = np.isfinite(gn)
+    bad = s.gn_bad
+    max_gn = max_step = med = None
+    if gfin.any():
+        i = int(np.argmax(np.where(gfin, gn, -np.inf)))
+        max_gn, max_step, med = float(gn[i]), int(s.steps[i]), float(np.median(gn[gfin]))
+    early = late = drop = cv = None
+    vals = loss[fin]
+    if vals.size >= 4:
+        q = max(1, vals.size // 4)
+        e, lt = vals[:q], vals[-q:]
+        early, late = float(e.mean()), float(lt.mean())
+        drop = (early - late) / abs(early) if abs(early) > cmp.EPS else None
+        cv = float(lt.std() / abs(late)) if abs(late) > cmp.EPS else None
+    planned = s.tracked.get("total_steps")
+    planned_steps = int(planned[3]) if planned else None
+    last = int(s.steps[-1]) if n else None
+    first_gn = None
+    if n and has_gn[0]:
+        first_gn = float(gn[0]) if not bad[0] else math.nan
+    first_bad = cmp.first_step_where(s.steps, bad) if bad.any() else None
+    finite_at_bad = None
+    if first_bad is not None:
+        i = int(np.searchsorted(s.steps, first_bad))
+        finite_at_bad = bool(np.isfinite(loss[i]) and not s.loss_bad[i])
+    nan_w = cmp.nan_weights(s)
+    first_nan = cmp.first_step_where(s.steps, nan_w > 0) if n else None
+    return make("run_health", run=s.run, role=s.role, first_step=s.first_step, first_loss=first_loss,
+                vocab_size=vocab, uniform_loss=uniform,
+                first_loss_ratio=(first_loss / uniform) if first_loss is not None and uniform and
+                math.isfinite(first_loss) else None,
+                loads_checkpoint=loads_checkpoint, first_grad_norm=first_gn, max_grad_norm=max_gn,
+                max_grad_norm_step=max_step, median_grad_norm=med, grad_norm_points=int(has_gn.sum()),
+                grad_norm_nonfinite=int(bad.sum()),
+                first_nonfinite_grad_step=first_bad, loss_finite_at_first_bad_grad=finite_at_bad,
+                first_nonfinite_loss_step=cmp.first_step_where(s.steps, s.loss_bad) if s.loss_bad.any() else None,
+                first_nan_step=first_nan, nan_dump_step=max(first_nan - 1, 0) if first_nan is not None else None,
+                loss_zero_points=int(np.sum(loss == 0.0)), loss_points=int(fin.sum()),
+                early_loss=early, late_loss=late, loss_rel_drop=drop, late_loss_cv=cv,
+                late_loss_ratio=(late / uniform) if late is not None and uniform else None,
+                planned_steps=planned_steps, last_step=last,
+                stopped_early=(last < planned_steps) if last is not None and planned_steps else None,
+                source=_src(s))

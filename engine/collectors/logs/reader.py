@@ -42,13 +42,17 @@ def looks_binary(head: bytes) -> bool:
 def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
                 first_line: int = 1) -> Iterator[Item]:
     """Run parsers over text lines (no newline needed). One metric record per line at most:
-    the first parser that yields one owns the line; events from every parser are kept."""
+    the first parser that yields one owns the line; events from every parser are kept. Fallback
+    parsers (generic readers) only see lines no other parser claimed or swallowed (a multi-line
+    record being assembled)."""
     parsers = parsers if parsers is not None else builtin_parsers()
-    always = [p for p in parsers if not p.hints]
-    hinted = [(p, p.hints) for p in parsers if p.hints]
+    always = [p for p in parsers if not p.hints and not p.fallback]
+    hinted = [(p, p.hints) for p in parsers if p.hints and not p.fallback]
+    fallback = [(p, p.hints) for p in parsers if p.fallback]
     lineno = first_line - 1
     for lineno, text in enumerate(lines, first_line):
         claimed = False
+        swallowed = False
         for p in always:
             got = _feed(p, text, lineno)
             if got:
@@ -60,6 +64,8 @@ def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
                         break
                 else:
                     continue
+            else:
+                swallowed = True
             got = _feed(p, text, lineno)
             if not got:
                 continue
@@ -69,6 +75,15 @@ def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
                         continue
                     claimed = True
                 yield item
+        if claimed or swallowed or not fallback:
+            continue
+        for p, hints in fallback:
+            if hints and not any(h in text for h in hints):
+                continue
+            got = _feed(p, text, lineno)
+            if got:
+                yield from got
+                break
     for p in parsers:
         yield from p.flush()
 

@@ -250,6 +250,8 @@ def facts_for(all_series: Iterable[StepSeries]) -> Iterable[Fact]:
     runs = list(all_series)
     for s in runs:
         yield from emit.series_facts(s)
+        vocab, loads = _run_info(s)
+        yield emit.health_fact(s, vocab, loads)
     by_role: dict[str, list[StepSeries]] = {}
     for s in runs:
         by_role.setdefault(s.role, []).append(s)
@@ -268,10 +270,42 @@ def facts_for(all_series: Iterable[StepSeries]) -> Iterable[Fact]:
         for role in ("target", "target_rerun"):
             for s in by_role.get(role, []):
                 yield from emit.compare_facts(s, baseline, noise)
+                lr = emit.lr_fact(s, baseline)
+                if lr is not None:
+                    yield lr
     for role, members in by_role.items():
         grouped = [s for s in members if s.group]
         if len(grouped) >= 2:
             yield from emit.group_facts(grouped, baseline)
+
+
+_VOCAB_KEYS = ("tokenizer_vocab_size", "vocab_size", "padded_vocab_size", "model.vocab_size")
+
+
+def _run_info(s: StepSeries) -> tuple[int | None, bool | None]:
+    """(vocabulary size, loads a checkpoint) as the run's logs print them."""
+    from engine.collectors.logs.configecho import read_log_info
+
+    vocab: int | None = None
+    loads: bool | None = None
+    for path in s.sources:
+        if path.endswith(".json"):
+            continue
+        info = read_log_info(path)
+        for key in _VOCAB_KEYS:
+            es = info.settings.get(key)
+            if vocab is None and es is not None and isinstance(es.value, int) and not isinstance(es.value, bool) \
+                    and es.value > 1:
+                vocab = es.value
+        load = info.settings.get("load") or info.settings.get("weights_file") or \
+            info.settings.get("model_name_or_path")
+        if load is not None:
+            loads = True
+        elif info.origins & {"megatron_arguments", "training_arguments"} and loads is None:
+            loads = False
+    if s.event_counts.get("checkpoint_load") or s.event_counts.get("checkpoint_resume"):
+        loads = True
+    return vocab, loads
 
 
 def _main(members: list[StepSeries]) -> StepSeries | None:

@@ -47,6 +47,10 @@ from engine.collectors.logs.formats import WINDOWED
 from engine.collectors.logs.model import Event, Record
 
 MAX_EVENTS = 10_000  # events kept verbatim per run; counts stay exact beyond that
+# Per-iteration settings some formats print besides the metrics (first/last value and how often
+# they changed are kept, not a column): compared across runs by lr_compare.
+TRACKED = ("global_batch_size", "consumed_samples", "consumed_tokens", "total_steps", "epoch")
+MAX_PENDING = 10_000  # step-less records held until a progress-bar counter dates them
 MAX_STEP = 2 ** 53   # steps are counters; NaN, Inf or anything beyond exact float range is garbage
 _NAN = math.nan
 MAX_POINTS = 200_000  # points kept per run before folding into windows (see module docstring)
@@ -240,6 +244,7 @@ class _Columns:
         self.with_loss = 0
         self.cumulative = False
         self.increasing = True  # every step above the one before: no restart, no duplicate
+        self.tracked: dict[str, list] = {}  # extra name -> [first step, first, last step, last, changes]
 
     def add(self, rec: Record, ordinal: int) -> None:
         step = rec.step
@@ -247,6 +252,18 @@ class _Columns:
             step = rec.step_hint if rec.step_hint is not None else ordinal
             self.inferred += 1
         step = int(float(step))  # as float64 -> int64 (truncation toward zero)
+        if rec.extra:
+            for name in TRACKED:
+                v = rec.extra.get(name)
+                if v is None or not math.isfinite(v):
+                    continue
+                t = self.tracked.get(name)
+                if t is None:
+                    self.tracked[name] = [step, v, step, v, 0]
+                else:
+                    if v != t[3]:
+                        t[4] += 1
+                    t[2], t[3] = step, v
         prev = self.last_step  # in stream order (a fold re-sorts the buffer)
         if prev is not None and step <= prev:
             self.increasing = False
@@ -382,6 +399,7 @@ class StepSeries:
     group: str | None = None
     hosts: list[str] = field(default_factory=list)
     windows: Windows | None = None  # set when folded: each point stands for one window
+    tracked: dict[str, list] = field(default_factory=dict)  # see TRACKED: [first step, first, last step, last, changes]
 
     @property
     def n_points(self) -> int:
@@ -458,6 +476,8 @@ class SeriesBuilder:
         self._last_step: int | None = None
         self._rerun_step: int | None = None
         self.bad_steps = 0  # train records dropped for an impossible step number
+        self._pending: dict[str, list[Record]] = {}  # step-less records before any progress counter
+        self._dated: set[str] = set()                # frameworks whose records got a counter
 
     def add(self, item: Record | Event) -> None:
         if isinstance(item, Event):
@@ -479,6 +499,25 @@ class SeriesBuilder:
             return
         if item.step_hint is not None and not _sane_step(item.step_hint):
             item.step_hint = None
+        fw = item.framework
+        if item.step is None:
+            # A trainer that prints no step (HF dicts) is dated by the progress-bar counter before
+            # its line; lines before the first counter wait for it instead of taking ordinals 1, 2, ...
+            if item.step_hint is None and fw not in self._dated:
+                pending = self._pending.setdefault(fw, [])
+                if len(pending) < MAX_PENDING:
+                    pending.append(item)
+                    return
+                self._dated.add(fw)  # no counter in sight: stop waiting, keep the line order
+                for rec in self._pending.pop(fw, []):
+                    self._add_train(rec)
+            elif item.step_hint is not None and fw not in self._dated:
+                self._dated.add(fw)
+                for rec in _date_pending(self._pending.pop(fw, []), item):
+                    self._add_train(rec)
+        self._add_train(item)
+
+    def _add_train(self, item: Record) -> None:
         cols = self._cols.get(item.framework)
         if cols is None:
             cols = self._cols[item.framework] = _Columns(item.framework)
@@ -487,11 +526,20 @@ class SeriesBuilder:
         cols.add(item, n)
         self._last_step = cols.last_step
 
+    def flush_pending(self) -> None:
+        """Step-less records no counter ever dated keep their line order (1, 2, ...)."""
+        pending, self._pending = self._pending, {}
+        for recs in pending.values():
+            for rec in recs:
+                self._add_train(rec)
+
     def frameworks(self) -> dict[str, int]:
+        self.flush_pending()
         return {k: len(v) for k, v in self._cols.items()}
 
     def primary(self) -> str | None:
         """The framework whose records carry the curve: most records with a loss, then most records."""
+        self.flush_pending()
         if not self._cols:
             return None
         return max(self._cols, key=lambda k: (self._cols[k].with_loss > 0, len(self._cols[k]),
@@ -551,7 +599,7 @@ class SeriesBuilder:
             run=self.run, role=self.role, framework=framework, steps=steps, loss=loss, runs=runs,
             windowed=framework in WINDOWED, step_inferred=c.inferred > 0, restarts=restarts,
             duplicate_lines=duplicates, eval_records=self.evals, events=list(self.events),
-            event_counts=dict(self.event_counts), sources=list(self.sources))
+            event_counts=dict(self.event_counts), sources=list(self.sources), tracked=dict(c.tracked))
 
 
     def _build_folded(self, framework: str, c: _Columns) -> StepSeries:
@@ -568,7 +616,36 @@ class SeriesBuilder:
             run=self.run, role=self.role, framework=framework, steps=steps, loss=loss, runs=runs,
             windowed=framework in WINDOWED, step_inferred=c.inferred > 0, restarts=c.restarts,
             duplicate_lines=c.duplicates, eval_records=self.evals, events=list(self.events),
-            event_counts=dict(self.event_counts), sources=list(self.sources), windows=c.windows)
+            event_counts=dict(self.event_counts), sources=list(self.sources), windows=c.windows,
+            tracked=dict(c.tracked))
+
+
+def _date_pending(pending: list[Record], first_dated: Record) -> list[Record]:
+    """Steps for the records logged before the first one a progress counter dates: from the epoch
+    both print (epoch is proportional to the step), else assuming the trainer logs every
+    `counter / (k + 1)` steps from that step on (HF logs at multiples of logging_steps). Records
+    that cannot be dated keep their order only (hint None, ordinal later)."""
+    if not pending:
+        return []
+    h = first_dated.step_hint
+    k = len(pending)
+    e1 = first_dated.extra.get("epoch") if first_dated.extra else None
+    interval = h / (k + 1) if h and h % (k + 1) == 0 else None
+    out = []
+    for i, rec in enumerate(pending):
+        guess = None
+        if interval is not None:
+            guess = int(interval * (i + 1))
+        e0 = rec.extra.get("epoch") if rec.extra else None
+        if guess is None and e0 and e1 and e1 > 0 and 0 < e0 < e1:
+            guess = max(1, int(round(h * e0 / e1)))
+        if guess is not None and (not out or guess > (out[-1].step_hint or 0)) and guess < h:
+            rec.step_hint = guess
+        out.append(rec)
+    if any(r.step_hint is None for r in out):
+        for r in out:
+            r.step_hint = None  # a partial dating would mix schemes: keep the line order
+    return out
 
 
 def _sane_step(step: float | int) -> bool:

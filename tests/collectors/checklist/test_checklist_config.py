@@ -84,8 +84,9 @@ def test_device_logging_and_path_only_differences_are_not_relevant(make_case):
 def test_overlap_flag_on_one_side_is_a_framework_option_difference(make_case):
     facts, _, _ = megatron_case(make_case, npu_script(extra="\\\n    --overlap-param-gather \\\n    --use-flash-attn"))
     overlap = one(facts, "config_diff", name="overlap_param_gather")
-    assert (overlap.category, overlap.baseline, overlap.target, overlap.presence) == (
-        "framework_option", UNSET, "true", "target_only")
+    # the baseline leaves it unset: Megatron's default (off) is shown as such
+    assert (overlap.category, overlap.baseline, overlap.target, overlap.presence, overlap.default_side) == (
+        "framework_option", "false (default)", "true", "target_only", "baseline")
     assert overlap.relevant and overlap.same_framework
     assert one(facts, "config_diff", name="use_flash_attn").category == "framework_option"
     value = one(facts, "config_value", role="target", name="overlap_param_gather")
@@ -139,7 +140,7 @@ def test_hf_yaml_aliases_map_to_megatron_names(make_case):
     lr = one(facts, "config_diff", name="lr")
     assert (lr.baseline_name, lr.baseline, lr.target) == ("learning_rate", "0.0003", "0.0001")
     fsdp = one(facts, "config_diff", name="fsdp")
-    assert (fsdp.category, fsdp.baseline, fsdp.target) == ("parallel", UNSET, "full_shard auto_wrap")
+    assert (fsdp.category, fsdp.baseline, fsdp.target) == ("parallel", "false (default)", "full_shard auto_wrap")
     assert one(facts, "config_diff", name="fsdp_config.fsdp_use_orig_params").category == "parallel"
     mbs = one(facts, "config_diff", name="micro_batch_size")
     assert mbs.baseline_name == "per_device_train_batch_size"

@@ -36,7 +36,7 @@ def test_declared_format_drives_a_run(tmp_path: Path, kit) -> None:
 
 @pytest.mark.parametrize("text, message, line", [
     ("precdx_log_formats: []\n", "non-empty list", 1),
-    ("precdx_log_formats:\n  - name: x\n    regex: '(?P<loss>\\S+)'\n", "named group 'step'", 3),
+    ("precdx_log_formats:\n  - name: x\n    regex: 'it (\\d+)'\n", "named group for the step or a value", 3),
     ("precdx_log_formats:\n  - name: x\n    regex: '(?P<step>['\n", "invalid regex", 3),
     ("precdx_log_formats:\n  - name: x\n    regex: '(?P<step>\\d+)'\n    colour: red\n", "unknown key", 2),
     ("precdx_log_formats:\n  - name: x\n    name: y\n", "duplicate key", 3),

@@ -7,7 +7,8 @@ from engine.collectors.logs.formats.deepspeed import DeepSpeedParser
 from engine.collectors.logs.formats.events import EventParser
 from engine.collectors.logs.formats.hf import HfDictParser
 from engine.collectors.logs.formats.megatron import MegatronParser
-from engine.collectors.logs.formats.minor import MmengineParser, NanoGptParser, NanotronParser, VeomniParser
+from engine.collectors.logs.formats.minor import (KeyValueParser, MmengineParser, NanoGptParser, NanotronParser,
+                                                  VeomniParser)
 from engine.collectors.logs.formats.nemo import NemoParser
 from engine.collectors.logs.formats.olmo import OlmoParser
 from engine.collectors.logs.formats.torchtitan import TorchtitanParser
@@ -19,4 +20,5 @@ WINDOWED = {"megatron", "mindspeed-llm", "megatron-deepspeed", "hf_trainer", "hf
 def builtin_parsers() -> list[LineParser]:
     """Fresh parser instances (some keep per-file state)."""
     return [EventParser(), NemoParser(), MegatronParser(), NanotronParser(), DeepSpeedParser(), HfDictParser(),
-            TorchtitanParser(), OlmoParser(), MmengineParser(), NanoGptParser(), VeomniParser()]
+            TorchtitanParser(), OlmoParser(), MmengineParser(), NanoGptParser(), VeomniParser(),
+            KeyValueParser()]  # the generic key: value reader last: any known format owns its lines first

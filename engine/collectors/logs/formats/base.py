@@ -16,6 +16,7 @@ class LineParser:
     name: str = ""
     hints: tuple[str, ...] = ()
     pending: bool = False  # True while a multi-line record is being assembled
+    fallback: bool = False  # a generic reader: only lines no other parser claimed or swallowed
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         raise NotImplementedError

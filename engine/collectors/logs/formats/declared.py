@@ -13,8 +13,9 @@ the case folder) looks like::
 
 `regex` is a Python regular expression searched in each line; its named groups give the values.
 Known group names: step, loss, grad_norm, lr, loss_scale, skipped, nan_iters; any other named
-group is kept as an extra value (e.g. epoch). `step` is required. Values use the shared number
-grammar (NaN/Inf, `nan.0`, `1.2K`, `1,024`).
+group is kept as an extra value (e.g. epoch). `step` is optional: without it the records are
+numbered in line order (the facts then say step_inferred). Values use the shared number grammar
+(NaN/Inf, `nan.0`, `1.2K`, `1,024`).
 """
 from __future__ import annotations
 
@@ -75,8 +76,9 @@ def load_declared_formats(path: str | Path) -> list[DeclaredFormat]:
             raise PrecdxError(f"log format {name!r}: the regex repeats a group that itself repeats without bound "
                               f"(e.g. (a+)+), which can take exponential time on some lines; rewrite it",
                               path=where, line=line_of(entry, "regex"))
-        if "step" not in regex.groupindex:
-            raise PrecdxError(f"log format {name!r}: the regex needs a named group 'step'", path=where,
+        if not set(regex.groupindex) & KNOWN_GROUPS:
+            raise PrecdxError(f"log format {name!r}: the regex needs a named group for the step or a "
+                              f"value (one of {sorted(KNOWN_GROUPS)})", path=where,
                               line=line_of(entry, "regex"))
         kind = entry.get("kind", "train")
         if kind not in ("train", "eval"):
@@ -111,8 +113,8 @@ class DeclaredParser(LineParser):
             return None
         groups = {k: v for k, v in m.groupdict().items() if v is not None}
         step = parse_num(groups.get("step"))
-        if step is None:
-            return None
+        if step is None and "step" in self.fmt.regex.groupindex:
+            return None  # the format prints a step and this line's is not a number
         rec = Record(line=lineno, framework=self.name, kind=self.fmt.kind, step=step,
                      loss=parse_num(groups.get("loss")), grad_norm=parse_num(groups.get("grad_norm")),
                      lr=parse_num(groups.get("lr")), loss_scale=parse_num(groups.get("loss_scale")),

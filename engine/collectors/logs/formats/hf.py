@@ -43,6 +43,7 @@ class HfDictParser(LineParser):
 
     def __init__(self) -> None:
         self._counter: int | None = None
+        self._total: int | None = None
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         out: list[Item] = []
@@ -50,6 +51,7 @@ class HfDictParser(LineParser):
         head = text if brace < 0 else text[:brace]
         for m in TQDM.finditer(head):
             self._counter = int(m.group(1))
+            self._total = int(m.group(2))
         if brace < 0:
             return None
         for m in DICT.finditer(text, brace):
@@ -60,6 +62,8 @@ class HfDictParser(LineParser):
                     values[key] = num
             rec = record_from_dict(values, lineno, self._counter)
             if rec:
+                if self._total and rec.kind == "train":
+                    rec.extra["total_steps"] = float(self._total)
                 out.append(rec)
         return out or None
 

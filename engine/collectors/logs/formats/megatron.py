@@ -19,6 +19,9 @@ VALIDATION = re.compile(r"validation loss at iteration\s+(\d+)[^|]*\|\s*lm loss 
 _AFTER_LOSSES = ("loss scale", "grad norm", "num zeros", "params norm", "number of skipped iterations",
                  "number of nan iterations")
 _MAX_WRAP = 4
+# Per-iteration settings kept for comparison (lr_compare): key as printed -> extra name.
+_TRACKED = (("global batch size", "global_batch_size"), ("consumed samples", "consumed_samples"),
+            ("consumed tokens", "consumed_tokens"))
 
 
 def _key(text: str) -> str:
@@ -56,6 +59,13 @@ def record_from_line(text: str, lineno: int, framework: str = "megatron", m: re.
             num = parse_num(value)
             if num is not None:
                 rec.extra[key] = num
+    for key, name in _TRACKED:
+        num = parse_num(get(key))
+        if num is not None:
+            rec.extra[name] = num
+    total = int(m.group(2))
+    if total > 0:
+        rec.extra["total_steps"] = float(total)
     if rec.loss is None and any(k in fields for k in _AFTER_LOSSES):
         rec.loss_missing = True
     return rec

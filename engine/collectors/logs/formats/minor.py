@@ -81,3 +81,52 @@ class VeomniParser(LineParser):
             return None
         return [Record(line=lineno, framework=self.name, step=int(m.group(1)), loss=parse_num(m.group(3)),
                        grad_norm=parse_num(m.group(4)), lr=parse_num(m.group(5)))]
+
+
+# Custom training loops printing `key: value` pairs (`loss: 2.31 | lr: 1e-4 | grad_norm: 0.9 |
+# epoch: 0.1`, `step=12, loss=2.31, lr=1e-4`): the last resort, tried after every known format.
+KV_PAIR = re.compile(r"(?:^|(?<=[|,;\s\[(]))([A-Za-z][\w/.\-]*(?: [A-Za-z][\w/.\-]*){0,3})\s*[:=]\s*(" + NUM +
+                     r")(?=\s*(?:[|,;)\]]|$|\s))")
+_KV_LOSS = ("loss", "train_loss", "train loss", "lm_loss", "lm loss", "train/loss", "training_loss", "total_loss")
+_KV_STEP = ("step", "global_step", "iter", "iteration", "it", "train/step", "steps")
+_KV_GRAD = ("grad_norm", "grad norm", "gnorm", "grad_norm_total", "train/grad_norm", "gradient_norm")
+_KV_LR = ("lr", "learning_rate", "learning rate", "train/lr", "train/learning_rate")
+_KV_SCALE = ("loss_scale", "loss scale", "scale")
+_KV_EVAL = ("val_loss", "eval_loss", "valid_loss", "validation_loss", "val loss", "eval loss")
+
+
+class KeyValueParser(LineParser):
+    """`key: value` lines of a loop precdx has no format for. A line is a record when it has a
+    loss key and at least two other numeric pairs separated by `|`, `,` or `;` (so prose that
+    mentions a loss is not one). The step comes from a step-like key, else the line order."""
+
+    name = "keyvalue"
+    hints = ("loss",)
+    fallback = True
+
+    def feed(self, text: str, lineno: int) -> list[Item] | None:
+        if not any(sep in text for sep in ("|", ",", ";")):
+            return None
+        pairs: dict[str, float] = {}
+        for key, value in KV_PAIR.findall(text):
+            num = parse_num(value)
+            if num is not None:
+                pairs.setdefault(" ".join(key.lower().split()), num)
+        if len(pairs) < 3:
+            return None
+        loss = next((pairs[k] for k in _KV_LOSS if k in pairs), None)
+        eval_loss = next((pairs[k] for k in _KV_EVAL if k in pairs), None)
+        if loss is None and eval_loss is None:
+            return None
+        step = next((pairs[k] for k in _KV_STEP if k in pairs), None)
+        if step is not None and (step != int(step) or step < 0):
+            step = None
+        kind = "train" if loss is not None else "eval"
+        rec = Record(line=lineno, framework=self.name, kind=kind, step=step,
+                     loss=loss if loss is not None else eval_loss,
+                     grad_norm=next((pairs[k] for k in _KV_GRAD if k in pairs), None),
+                     lr=next((pairs[k] for k in _KV_LR if k in pairs), None),
+                     loss_scale=next((pairs[k] for k in _KV_SCALE if k in pairs), None))
+        if "epoch" in pairs:
+            rec.extra["epoch"] = pairs["epoch"]
+        return [rec]

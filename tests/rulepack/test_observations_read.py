@@ -1,0 +1,31 @@
+"""Every question the engine may ask (the observation catalogue) is read by at least one rule:
+an answer nobody reads would be asked for nothing."""
+from __future__ import annotations
+
+from engine.facts.core import OBSERVATIONS
+from engine.rulepack.loader import load_rules
+
+
+def _observation_names(rule) -> set[str]:
+    names: set[str] = set()
+    for section in (rule.when.all, rule.when.any, rule.when.none):
+        for pattern in section:
+            if pattern.fact != "observation":
+                continue
+            test = pattern.where.get("name")
+            if isinstance(test, str):
+                names.add(test)
+            elif isinstance(test, dict) and isinstance(test.get("in"), list):
+                names.update(test["in"])
+            elif isinstance(test, dict) and "eq" in test:
+                names.add(test["eq"])
+    return names
+
+
+def test_every_observation_is_read_by_a_rule():
+    read: set[str] = set()
+    for entry in load_rules(None):
+        rule = getattr(entry, "rule", entry)
+        read |= _observation_names(rule)
+    unread = sorted(set(OBSERVATIONS) - read)
+    assert not unread, f"observations no rule reads: {unread}"
