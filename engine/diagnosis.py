@@ -345,11 +345,16 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     symptom_evidence: dict[str, list[Evidence]] = {}
     weights: dict[str, float] = {}
     declared = xp.declared_keys(fact_list)
+    consequences = xp.consequence_types(declared)
     set_aside: dict[str, list[str]] = {}   # declared key -> checklist rules that would have blamed it
     for firing in firings:
         rule = by_id[firing.rule_id]
         bound = {alias: fact_list[i] for alias, i in firing.bindings}
         if declared and rule.rule.failure_modes and rule.rule.stage == "checklist":
+            follows = next((consequences[f.type] for f in bound.values() if f.type in consequences), None)
+            if follows is not None:  # a difference the declared change itself produces
+                set_aside.setdefault(follows, []).append(rule.id)
+                continue
             hit = next((f for f in bound.values() if xp.is_declared(f, declared)), None)
             if hit is not None:
                 mechs = {m.mode for m in xp.mechanisms_for(
@@ -506,7 +511,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
         hypotheses = [h for h in hypotheses if not (h.verdict == "aligned" and profile.symptoms & set(dx.MISALIGNING))] \
             if profile.symptoms & set(dx.MISALIGNING) else hypotheses
     if verdict == "aligned":
-        hypotheses = _with_aligned_hypothesis(hypotheses, basis, catalog, lang)
+        hypotheses = _with_aligned_hypothesis(hypotheses, basis, catalog, lang, kb, fact_list)
     _notice_checklist_only(verdict, hypotheses, warnings, lang)
     _notice_identical_logs(fact_list, warnings)
     belief = {h.failure_mode: h.score for h in hypotheses if h.verdict == "misaligned"}
@@ -534,13 +539,28 @@ ALIGNED_MODE = "aligned.within_noise"
 ALIGNED_SCORE = {"accepted": 0.75, "provisional": 0.5}
 
 
+def _downstream_only(h: Hypothesis, kb: dict, facts: list[Fact]) -> bool:
+    """A difference found by the checklist whose mode typically shows only downstream, while no
+    downstream evaluation was given: the curves cannot clear it (guide 3.1.1)."""
+    if h.verdict != "misaligned" or h.grade not in ("checklist", "localised", "confirmed"):
+        return False
+    if any(getattr(f, "type", None) == "eval_gap" for f in facts):
+        return False
+    pres = getattr(kb.get(h.failure_mode), "presentation", None)
+    return pres is not None and pres.symptoms.get("downstream_gap") == "typical"
+
+
 def _with_aligned_hypothesis(hyps: list[Hypothesis], basis: VerdictBasis, catalog: dict,
-                             lang: str) -> list[Hypothesis]:
-    """An aligned verdict always names its hypothesis first: the gap is noise, on the stated basis,
-    with the missing evidence as its next steps."""
-    existing = next((h for h in hyps if h.failure_mode == ALIGNED_MODE), None)
+                             lang: str, kb: dict | None = None, facts: list[Fact] | None = None) -> list[Hypothesis]:
+    """An aligned verdict names its hypothesis first (the gap is noise, on the stated basis, with
+    the missing evidence as its next steps) -- after any difference that typically shows only in
+    a downstream evaluation nobody supplied."""
+    ahead = [h for h in hyps if _downstream_only(h, kb or {}, facts or [])]
+    rest = [h for h in hyps if h not in ahead]
+    existing = next((h for h in rest if h.failure_mode == ALIGNED_MODE), None)
     if existing is not None:
-        return [existing] + [h for h in hyps if h is not existing]
+        return ahead + [existing] + [h for h in rest if h is not existing]
+    hyps = rest
     info = catalog.get(ALIGNED_MODE)
     cost_labels = COST_LABELS_ZH if lang == "zh" else COST_LABELS
     steps = [NextStep(action=(f"补充：{m}" if lang == "zh" else f"Add {m}"), command=None, why="",
@@ -556,7 +576,7 @@ def _with_aligned_hypothesis(hyps: list[Hypothesis], basis: VerdictBasis, catalo
         evidence=[Evidence(fact="verdict_basis", value=basis.kind, expected=None, text=basis.text, rule="VERDICT")],
         next_steps=steps, references=list(info.references) if info else [],
         grade="symptom" if basis.kind == "provisional" else "checklist")
-    return [hyp] + hyps
+    return ahead + [hyp] + hyps
 
 
 def _rule_name(by_id: dict, rid: str) -> str:

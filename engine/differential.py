@@ -266,33 +266,32 @@ def differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
     return out[:MAX_MODES]
 
 
-def checklist_only_modes(pack: Any) -> set[str]:
-    """Modes every supporting rule of which reads only checklist facts (configs, env, pip): when the
-    checklist was read and none of them fired, the checklist found nothing for these modes."""
-    from engine.facts import REGISTRY
+# What the checklist can see: a mode (or a family, by id prefix) and the fact types that must have
+# been collected on both sides before "no rule fired" means "the checklist found nothing".
+CHECKLIST_VISIBLE = (
+    ("config.", frozenset({"config_value"})),
+    ("env.library_version_mismatch", frozenset({"library_version"})),
+    ("env.hf32_tf32_mismatch", frozenset({"env_switch"})),
+)
 
-    def checklist_type(t: str) -> bool:
-        spec = REGISTRY.get(t)
-        return spec is not None and set(getattr(spec, "collectors", ()) or ()) <= {"checklist"}
 
-    reads: dict[str, bool] = {}
-    for rule in pack.rules:
-        types = {p.fact_type for alt in rule.alternatives for p in alt.positives}
-        only = bool(types) and all(checklist_type(t) or t == "run" for t in types) and any(
-            checklist_type(t) for t in types)
-        for m in rule.rule.failure_modes:
-            reads[m] = reads.get(m, True) and only
-    return {m for m, only in reads.items() if only}
+def _read_on_both_sides(facts: list[Any], types: frozenset[str]) -> bool:
+    roles = {getattr(f, "role", None) for f in facts if getattr(f, "type", None) in types}
+    return {"baseline", "target"} <= roles
 
 
 def checklist_against(facts: list[Any], pack: Any, fired_modes: set[str], modes: Iterable[str]) -> dict[str, float]:
-    """The checklist was read (configs / listings present) and found nothing: argue against the
-    modes only the checklist can show."""
-    configs = next(p for p in _probes() if p.id == "configs")
-    if not _present(facts, configs):
-        return {}
-    only = checklist_only_modes(pack)
-    return {m: CHECKLIST_CLEAN_AGAINST for m in modes if m in only and m not in fired_modes}
+    """The checklist was read on both sides and found nothing for a mode only the checklist can
+    show: argue against it (configuration differences need a differing setting to exist)."""
+    out: dict[str, float] = {}
+    for m in modes:
+        if m in fired_modes:
+            continue
+        for prefix, types in CHECKLIST_VISIBLE:
+            if (m == prefix or (prefix.endswith(".") and m.startswith(prefix))) and _read_on_both_sides(facts, types):
+                out[m] = CHECKLIST_CLEAN_AGAINST
+                break
+    return out
 
 
 def procedure_against(prof: Profile, kb: dict[str, Any], modes: Iterable[str]) -> dict[str, float]:

@@ -55,6 +55,7 @@ class _Entry:
     patterns: tuple[re.Pattern, ...]
     library: bool
     mechanisms: tuple[Mechanism, ...]
+    consequences: frozenset[str] = frozenset()
 
 
 @functools.lru_cache(maxsize=1)
@@ -64,20 +65,36 @@ def _table() -> tuple[_Entry, ...]:
     for item in raw["mechanisms"]:
         mechs = tuple(Mechanism(m["mode"], m["why"]["en"], m["why"]["zh"]) for m in item["modes"])
         out.append(_Entry(frozenset(_norm(k) for k in item.get("keys", [])),
-                          tuple(re.compile(p) for p in item.get("patterns", [])), bool(item.get("library")), mechs))
+                          tuple(re.compile(p) for p in item.get("patterns", [])), bool(item.get("library")), mechs,
+                          frozenset(item.get("consequences", []))))
     return tuple(out)
+
+
+def _entry_for(key: str, *, library: bool) -> _Entry | None:
+    key = _norm(key)
+    table = _table()
+    if library:
+        return next((e for e in table if e.library), None)
+    exact = next((e for e in table if key in e.keys), None)
+    if exact is not None:
+        return exact
+    return next((e for e in table if any(p.search(key) for p in e.patterns)), None)
 
 
 def mechanisms_for(key: str, *, library: bool) -> tuple[Mechanism, ...]:
     """The mechanisms behind a knob: an exact key first, then the first entry whose pattern matches."""
-    key = _norm(key)
-    table = _table()
-    if library:
-        return next((e.mechanisms for e in table if e.library), ())
-    exact = next((e for e in table if key in e.keys), None)
-    if exact is not None:
-        return exact.mechanisms
-    return next((e.mechanisms for e in table if any(p.search(key) for p in e.patterns)), ())
+    entry = _entry_for(key, library=library)
+    return entry.mechanisms if entry is not None else ()
+
+
+def consequence_types(declared: set[str]) -> dict[str, str]:
+    """Fact types whose differences follow from a declared change -> the declared key."""
+    out: dict[str, str] = {}
+    for key in sorted(declared):
+        entry = _entry_for(key, library=False)
+        for ftype in (entry.consequences if entry is not None else ()):
+            out.setdefault(ftype, key)
+    return out
 
 
 @dataclass
