@@ -17,6 +17,7 @@ from engine.matching import compile_matcher
 from engine.matching.base import Firing
 from engine.matching.python_engine import near_misses
 from engine.ranking import firing_weight, rank, specificity, strength
+from engine.rulepack.devices import applies, run_device
 from engine.rulepack.compiler import PLACEHOLDER, CompiledPack, CompiledRule, Test, compile_rules
 from engine.rulepack.loader import load_rules
 from engine.rulepack.schema import COST_LABELS, COST_LABELS_ZH
@@ -335,6 +336,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     by_id = pack.by_id()
     catalog = mode_catalog()
     kb = _kb()
+    device = run_device(fact_list)  # next steps are gated by the target's device
 
     contributions = []
     per_rule_evidence: dict[str, list[Evidence]] = {}
@@ -454,6 +456,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
             evidence.extend(per_rule_evidence.get(rr.id, []))
             bound = per_rule_bound[rr.id][0]
             for st in rule.rule.next_steps:
+                if not applies(st.device, device):
+                    continue
                 action = render_template(st.action.get(lang), bound)
                 command = render_template(st.command, bound) if st.command else None
                 key = command or action
@@ -476,7 +480,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
                 command=None, why="", cost="read",
                 cost_label=(COST_LABELS_ZH if lang == "zh" else COST_LABELS)["read"], rule=MECHANISM_RULE))
         if set(ms.support) <= {DIFFERENTIAL_RULE, MECHANISM_RULE}:
-            steps.extend(st for st in _kb_steps(ms.mode, kb, lang) if (st.command or st.action) not in seen_steps)
+            steps.extend(st for st in _kb_steps(ms.mode, kb, lang, device) if (st.command or st.action) not in seen_steps)
         first_rule = next((by_id[r.id].rule for r in rule_refs if r.id in by_id), None)
         title = info.title(lang) if info else (first_rule.title.get(lang) if first_rule else ms.mode)
         hypotheses.append(Hypothesis(
@@ -602,11 +606,13 @@ def _differential_evidence(mode: str, profile_text: str, weight: float, kb: dict
                     rule=DIFFERENTIAL_RULE, source=None)
 
 
-def _kb_steps(mode: str, kb: dict, lang: str) -> list[NextStep]:
-    """A hypothesis that only the differential raised takes its next steps from its kb entry."""
+def _kb_steps(mode: str, kb: dict, lang: str, device: str | None = None) -> list[NextStep]:
+    """A hypothesis that only the differential raised takes its next steps from its kb entry
+    (the commands meant for the target's device)."""
     entry = kb.get(mode)
     out: list[NextStep] = []
-    for cmd in (getattr(entry, "commands", None) or [])[:3]:
+    commands = [c for c in (getattr(entry, "commands", None) or []) if applies(getattr(c, "device", None), device)]
+    for cmd in commands[:3]:
         why = cmd.why.get(lang)
         out.append(NextStep(action=why[:1].upper() + why[1:] if lang != "zh" else why, command=cmd.command,
                             why="", cost="read" if not _looks_costly(cmd.command) else "rerun",

@@ -63,7 +63,8 @@ def _explain_rule(cr, lang: str, fmt: str) -> str:
             lines.append(f"    - and no {n.fact_type} fact with {conds}")
     lines.append(f"  explanation: {r.explanation.get(lang)}")
     for st in r.next_steps:
-        lines.append(f"  next [{st.cost}]: {st.action.get(lang)}" + (f"\n      $ {st.command}" if st.command else ""))
+        only = f" ({'/'.join(st.device)} only)" if st.device else ""
+        lines.append(f"  next [{st.cost}]{only}: {st.action.get(lang)}" + (f"\n      $ {st.command}" if st.command else ""))
     for fp in r.false_positives:
         lines.append(f"  known false positive: {fp.get(lang)}")
     if r.references:

@@ -52,6 +52,7 @@ class Command(BaseModel):
     model_config = _STRICT
     command: str = Field(min_length=1)
     why: Text
+    device: list[Literal["npu", "gpu", "cpu"]] | None = None  # devices the command applies to (None: all)
 
 
 Likelihood = Literal["typical", "possible"]

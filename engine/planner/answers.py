@@ -24,8 +24,34 @@ def question_kind(name: str) -> str:
     return OBSERVATIONS[name][0]
 
 
-def question_text(name: str, lang: str = "en") -> str:
+# Questions whose wording names one device's switches or tools: the text to ask on another
+# device, or None when the question means nothing there (it is then not asked).
+DEVICE_QUESTIONS: dict[str, dict[str, tuple[str, str] | None]] = {
+    "vanishes_with_launch_blocking": {
+        "gpu": ("Does the problem disappear when the target runs with CUDA_LAUNCH_BLOCKING=1?",
+                "设置 CUDA_LAUNCH_BLOCKING=1 后问题是否消失？"),
+        "cpu": None,
+    },
+    "stress_test_failed": {
+        "gpu": ("Did a GPU diagnostic (dcgmi diag -r 3, or nvidia-smi -q -d ECC,RETIRED_PAGES) flag a card or node?",
+                "GPU 诊断（dcgmi diag -r 3 或 nvidia-smi -q -d ECC,RETIRED_PAGES）是否发现故障卡或节点？"),
+        "cpu": None,
+    },
+    "kshift_off_fixes": {"gpu": None, "cpu": None},
+}
+
+
+def question_applies(name: str, device: str | None) -> bool:
+    """Whether the question means something for a run on `device` (None: unknown, ask)."""
+    return device is None or DEVICE_QUESTIONS.get(name, {}).get(device, ()) is not None
+
+
+def question_text(name: str, lang: str = "en", device: str | None = None) -> str:
+    """The question as asked for a target on `device` (the catalogue wording names NPU switches)."""
+    variant = DEVICE_QUESTIONS.get(name, {}).get(device) if device else None
     _, en, zh = OBSERVATIONS[name]
+    if variant:
+        en, zh = variant
     return zh if lang == "zh" else en
 
 

@@ -32,10 +32,11 @@ from pydantic import BaseModel, Field
 from engine.diagnosis import Diagnosis, Hypothesis, diagnose, get_matcher
 from engine.facts import REGISTRY, Fact, FactSet, match_dict
 from engine.facts.core import OBSERVATIONS
-from engine.planner.answers import question_text
+from engine.planner.answers import question_applies, question_text
 from engine.planner.costs import COST_WEIGHT, fact_cost, observation_cost
 from engine.ranking import ModeScore, firing_weight, specificity
 from engine.rulepack.compiler import CompiledPack, CompiledRule
+from engine.rulepack.devices import run_device
 from engine.rulepack.schema import COST_LABELS, COST_LABELS_ZH
 
 PRIOR = 0.05            # flat prior mass per mode in play
@@ -191,7 +192,10 @@ def _question_candidates(facts: list[Fact], pack: CompiledPack, answered: set[st
                          simulate, lang: str) -> list[_Candidate]:
     out = []
     asked = _asked_names(pack)
+    device = run_device(facts)
     for name in sorted(set(asked) - answered - skipped):
+        if not question_applies(name, device):
+            continue
         kind = OBSERVATIONS[name][0]
         if kind == "bool":
             answers: list[dict] = [{"value": True}, {"value": False}]
@@ -202,7 +206,7 @@ def _question_candidates(facts: list[Fact], pack: CompiledPack, answered: set[st
         if not answers:
             continue
         outcomes = [simulate(facts + [_observation(name, a)]) for a in answers]
-        out.append(_Candidate("question", name, question_text(name, lang), observation_cost(name), outcomes,
+        out.append(_Candidate("question", name, question_text(name, lang, device), observation_cost(name), outcomes,
                               answer=answer, rules=tuple(sorted(asked[name]))))
     return out
 

@@ -123,6 +123,7 @@ class LintContext:
     problems: list[LoadProblem] = field(default_factory=list)
     kb: dict[str, Any] | None = None
     kb_error: PrecdxError | None = None
+    kb_root: Path | None = None
     cases: list[RuleCase] = field(default_factory=list)
     compiled: dict[str, CompiledRule | PrecdxError] = field(default_factory=dict)
     issues: list[LintIssue] = field(default_factory=list)
@@ -309,8 +310,15 @@ class ReferenceValidator(Validator):
                            "A test case names a rule id (or alias) that no rule has; such a case fails.")
     CASE_MODE = issue_type("R012", "test-unknown-mode", "error",
                            "A test case's `top` names a failure mode with no knowledge-base entry.")
+    UNGUARDED = issue_type("R014", "placeholder-may-render-unknown", "error",
+                           "A placeholder {alias.field} names a field that a matching fact may lack (the rule "
+                           "does not test it and it has no default), so the text could render '?'; test the "
+                           "field (e.g. `exists: true`) or drop the placeholder.")
+    UNGUARDED_DESC = issue_type("R015", "descriptive-placeholder-may-be-absent", "warning",
+                                "A placeholder names a descriptive field (match=False) that a fact may lack, so "
+                                "the text could render '?'.")
     issue_types = (UNKNOWN_MODE, KB, UNKNOWN_FACT, UNKNOWN_FIELD, DESCRIPTIVE, PLACEHOLDER, FORMAT,
-                   EMPTY_COMMAND, EMPTY_TEXT, EMPTY_REF, CASE_RULE, CASE_MODE)
+                   EMPTY_COMMAND, EMPTY_TEXT, EMPTY_REF, CASE_RULE, CASE_MODE, UNGUARDED, UNGUARDED_DESC)
 
     _SAMPLE = {"number": 1.5, "integer": 3, "string": "x", "boolean": True}
 
@@ -392,6 +400,11 @@ class ReferenceValidator(Validator):
                     out.append(self.issue(self.PLACEHOLDER, f"{where}: {m.group(0)}: {', '.join(lacking)} has "
                                           f"no field {fname!r}", entry, *loc))
                     continue
+                if not self._guaranteed(rule, alias, fname):
+                    desc = all(not f.match for f in known)
+                    out.append(self.issue(self.UNGUARDED_DESC if desc else self.UNGUARDED,
+                                          f"{where}: {m.group(0)} may render '?': no condition of the rule "
+                                          f"requires {alias}.{fname}", entry, *loc))
                 if spec:
                     for fspec in known:
                         try:
@@ -401,6 +414,28 @@ class ReferenceValidator(Validator):
                                                   f"apply to {fspec.kind} field {fname!r}", entry, *loc))
                             break
         return out
+
+    @staticmethod
+    def _guaranteed(rule: Rule, alias: str, fname: str) -> bool:
+        """Every fact the alias can bind carries `fname`: each pattern binding the alias tests the
+        field with a comparison (a missing field fails every comparison), or the field is always
+        present on that fact type."""
+        pats = [(sec, i, p) for sec, i, p in pattern_lists(rule) if sec != "none"
+                and (p.alias or default_alias(rule, sec, i)) == alias]
+        if not pats:
+            return False
+        joined = {v["ref"] for _s, _i, p in pattern_lists(rule) if _s != "none"
+                  for ops in _conds(p.where).values() for v in ops.values()
+                  if _is_ref(v) and isinstance(v.get("ref"), str)}
+        for _sec, _i, p in pats:
+            if always_present(p.fact, fname) or f"{alias}.{fname}" in joined:
+                continue
+            ops = _conds(p.where).get(fname)
+            if not ops:
+                return False
+            if ops.get("exists") is False or (set(ops) <= {"nonfinite"} and ops.get("nonfinite") is False):
+                return False
+        return True
 
     def finalize(self) -> list[LintIssue]:
         out = []
@@ -848,6 +883,88 @@ class LogicValidator(Validator):
         return out
 
 
+# ------------------------------------------------------------------ commands
+class CommandValidator(Validator):
+    """Every command and every --flag / environment variable in rules and kb entries is checked
+    against the tools' own option lists (engine/rulepack/commands.py and its data files)."""
+
+    family = "command"
+    TOOL = issue_type("C001", "unknown-command-option", "error",
+                      "A command uses an msprobe sub-command/option, or a tool option or argument, that the "
+                      "tool does not accept (msprobe CLI snapshot, tools.yaml).")
+    FLAG = issue_type("C002", "unknown-framework-flag", "error",
+                      "A --flag is declared by no Megatron, MindSpeed, MindSpeed-LLM, DeepSpeed or HF Trainer "
+                      "release (framework_flags.json).")
+    DEPRECATED = issue_type("C003", "deprecated-framework-flag", "warning",
+                            "A --flag is deprecated or gone in current releases and the text does not say so.")
+    ENV = issue_type("C004", "unknown-environment-variable", "error",
+                     "An environment variable is not in env_vars.yaml, or a step sets one that is not documented.")
+    ENV_VALUE = issue_type("C005", "invalid-environment-value", "error",
+                           "A command sets an environment variable to a value its documentation does not accept.")
+    IN_PLACE = issue_type("C006", "in-place-edit", "error",
+                          "A command edits a file in place (sed -i): reruns must write a copy into a new run "
+                          "folder so the evidence precdx reads stays intact.")
+    CONFIG = issue_type("C007", "invalid-msprobe-config", "error",
+                        "An msprobe config written by a command has an unknown key, task, level or mode.")
+    issue_types = (TOOL, FLAG, DEPRECATED, ENV, ENV_VALUE, IN_PLACE, CONFIG)
+
+    def _types(self):
+        return {"msprobe": self.TOOL, "tool": self.TOOL, "flag": self.FLAG, "deprecated": self.DEPRECATED,
+                "env": self.ENV, "env_value": self.ENV_VALUE, "in_place": self.IN_PLACE, "config": self.CONFIG}
+
+    def validate(self, entry: RuleEntry) -> list[LintIssue]:
+        from engine.rulepack.commands import check_command, check_text
+
+        rule = entry.rule
+        kinds = self._types()
+        out: list[LintIssue] = []
+        texts: list[tuple[str, tuple]] = []
+        for lang in ("en", "zh"):
+            texts.append((getattr(rule.title, lang) or "", ("title",)))
+            texts.append((getattr(rule.explanation, lang) or "", ("explanation",)))
+        for i, fp in enumerate(rule.false_positives):
+            texts.append((fp.en, ("false_positives", i)))
+        for i, st in enumerate(rule.next_steps):
+            texts.append((st.action.en, ("next_steps", i, "action")))
+            if st.why is not None:
+                texts.append((st.why.en, ("next_steps", i, "why")))
+            if st.command:
+                for f in check_command(st.command, st.action.en):
+                    out.append(self.issue(kinds[f.kind], f"next_steps[{i}].command: {f.message}",
+                                          entry, "next_steps", i, "command"))
+        for text, loc in texts:
+            for f in check_text(text):
+                out.append(self.issue(kinds[f.kind], f"{'.'.join(map(str, loc))}: {f.message}", entry, *loc))
+        return out
+
+    def finalize(self) -> list[LintIssue]:
+        from engine.kb import kb_dir
+        from engine.rulepack.commands import check_command, check_text
+
+        kinds = self._types()
+        out: list[LintIssue] = []
+        root = self.ctx.kb_root or kb_dir()
+        for mode, kb in sorted((self.ctx.kb or {}).items()):
+            path = root / kb.area / f"{mode}.yaml"
+            lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+
+            def line_of_text(needle: str) -> int | None:
+                probe = needle.strip().splitlines()[0][:40] if needle.strip() else ""
+                return next((n + 1 for n, ln in enumerate(lines) if probe and probe in ln), None)
+
+            texts = [kb.meaning.en, kb.impact.en, kb.diagnosis.en, kb.mitigation.en, kb.title.en]
+            texts += [s.en for s in kb.symptoms] + [c.why.en for c in kb.commands]
+            for text in texts:
+                for f in check_text(text):
+                    out.append(self.issue(kinds[f.kind], f"kb {mode}: {f.message}", path=str(path),
+                                          line=line_of_text(text)))
+            for c in kb.commands:
+                for f in check_command(c.command, c.why.en):
+                    out.append(self.issue(kinds[f.kind], f"kb {mode} command: {f.message}", path=str(path),
+                                          line=line_of_text(c.command.replace('"', '\\"')) or line_of_text(c.command)))
+        return out
+
+
 # ------------------------------------------------------------------ compiler
 class CompilerValidator(Validator):
     """Surfaces what the compiler (the runtime's own gate) rejects that no finer check named."""
@@ -859,7 +976,8 @@ class CompilerValidator(Validator):
     issue_types = (COMPILE,)
 
     def finalize(self) -> list[LintIssue]:
-        flagged = {i.rule for i in self.ctx.issues if i.severity == "error"}
+        # R014 (a placeholder that may print '?') never explains a compile failure
+        flagged = {i.rule for i in self.ctx.issues if i.severity == "error" and i.code != "R014"}
         out = []
         for entry in self.ctx.rules:
             result = self.ctx.compiled.get(entry.id)
@@ -919,6 +1037,8 @@ def build_context(rules_path: str | Path | None = None, *, kb_path: str | Path |
         ctx.kb = load_kb(kb_path)
     except PrecdxError as exc:
         ctx.kb_error = exc
+    if kb_path is not None:
+        ctx.kb_root = Path(kb_path)
     ctx.cases = load_cases(root)
     for entry in ctx.rules:
         try:

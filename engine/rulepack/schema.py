@@ -81,11 +81,28 @@ class When(_Strict):
         return self
 
 
+DEVICES = ("npu", "gpu", "cpu")
+Device = Literal["npu", "gpu", "cpu"]
+
+
 class NextStep(_Strict):
+    """One thing a person can do next. `device` lists the accelerators of the diagnosed (target)
+    run the step applies to: an NPU-only switch (HCCL_DETERMINISTIC, ascend-dmi, ...) says
+    `device: [npu]` and has a GPU/CPU counterpart step beside it. Without the key the step
+    applies everywhere; a run of unknown device gets every step."""
+
     action: Text
     command: str | None = None
     why: Text | None = None
     cost: Literal["read", "rerun", "dump", "long_run", "cluster"]
+    device: list[Device] | None = None
+
+    @field_validator("device")
+    @classmethod
+    def _devices(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (not v or len(set(v)) != len(v)):
+            raise ValueError("device lists one or more of npu, gpu, cpu, each once")
+        return v
 
 
 class Strength(_Strict):

@@ -13,9 +13,18 @@ from tests.rulepack.builders import good_cases, good_pack, rule_doc, write_cases
 from engine.rulepack.lint import ISSUE_TYPES, VALIDATORS, LintIssue, lint, render_lint
 
 
+def _step(command: str | None, action: str = "Run it") -> dict:
+    step = {"action": {"en": action, "zh": action + "（中文）"}, "cost": "read"}
+    if command is not None:
+        step["command"] = command
+    return step
+
+
 def _with_when(**when) -> Callable[[Path], None]:
+    """The base rule with other conditions; its explanation prints only `d.name`, which every
+    config_diff carries (the base text also prints d.rel_change, which these conditions may not test)."""
     def make(root: Path) -> None:
-        write_rule(root, rule_doc(when=when))
+        write_rule(root, rule_doc(when=when, explanation={"en": "{d.name} differs", "zh": "{d.name} 不一致"}))
         write_cases(root, good_cases(top=None))
     return make
 
@@ -168,6 +177,19 @@ BAD: list[tuple[str, str, Callable[[Path], None]]] = [
     ("R010", "empty-reference", _with(references=["G2.2", " "])),
     ("R011", "case-unknown-rule", _case_unknown_rule),
     ("R012", "case-unknown-top", _case_unknown_top),
+    ("C001", "dmi-combined-items", _with(next_steps=[_step("ascend-dmi -dg -i aicore,hbm,hccs -q")])),
+    ("C001", "msprobe-unknown-option", _with(next_steps=[_step("msprobe compare -tp a -gp b --frobnicate")])),
+    ("C002", "unknown-framework-flag", _with(next_steps=[_step(None, "Drop --use-fused-adam on the target")])),
+    ("C003", "deprecated-flag", _with(next_steps=[_step(None, "Add --use-deter-comp on the target")])),
+    ("C004", "unknown-env", _with(next_steps=[_step("export HCCL_MAKE_IT_WORK=1")])),
+    ("C004", "undocumented-env-set", _with(next_steps=[_step("export NCCL_DETERMINISTIC=1")])),
+    ("C005", "bad-env-value", _with(next_steps=[_step("export HCCL_DETERMINISTIC=maybe")])),
+    ("C006", "sed-in-place", _with(next_steps=[_step("sed -i 's/ --overlap-param-gather//' train.sh")])),
+    ("C007", "removed-task", _with(next_steps=[_step(
+        "echo '{\"task\": \"overflow_check\", \"level\": \"L1\"}' > msprobe_config.json")])),
+    ("R014", "placeholder-field-untested", _with(when={"all": [_d(category="hyperparameter", relevant=True)]})),
+    ("R015", "descriptive-placeholder", _with(explanation={"en": "{d.baseline_name} differs",
+                                                           "zh": "{d.baseline_name} 不一致"})),
     ("R013", "unknown-operator", _with_when(all=[_d(rel_change={"gtt": 1})])),
     ("R013", "bad-regex", _with_when(all=[_d(name={"matches": "lr("})])),
     ("Q001", "no-next-steps", _with(next_steps=None)),
@@ -246,7 +268,19 @@ GOOD_VARIANTS: list[tuple[str, str, Callable[[Path], None]]] = [
                                             {"fact": "config_value", "as": "v", "where": {"flag": True}}]},
         explanation={"en": "{v.name} {d.name}", "zh": "{v.name} {d.name} 不同"})),
     ("R007", "format-on-number", _with(explanation={"en": "{d.rel_change:.2e}", "zh": "{d.rel_change:.2e} 不同"})),
+    ("R014", "tested-field", _with(explanation={"en": "{d.name} moved {d.rel_change:.1%}", "zh": "{d.name} 变化 {d.rel_change:.1%}"})),
+    ("R014", "joined-field", _with(when={"all": [_d(category="hyperparameter", relevant=True),
+                                                 {"fact": "config_value", "as": "v",
+                                                  "where": {"number": {"gt": {"ref": "d.rel_change"}}}}]})),
     ("Q004", "command-only-zh-equal", _with(explanation={"en": "TP=2", "zh": "TP=2"})),
+    ("C001", "dmi-stress-valid", _with(next_steps=[_step("ascend-dmi -dg -i aicore -s -sc 60 -q")])),
+    ("C003", "deprecated-flag-said-so", _with(next_steps=[_step(None, "Use --npu-deterministic (older releases "
+                                                                      "called it --use-deter-comp, now deprecated)")])),
+    ("C005", "valid-env-values", _with(next_steps=[_step("export HCCL_DETERMINISTIC=true CUBLAS_WORKSPACE_CONFIG=:4096:8")])),
+    ("C006", "sed-into-copy", _with(next_steps=[_step("sed 's/--lr 1e-4/--lr 0/' target/train.sh > target_rerun/train.sh")])),
+    ("C007", "valid-config", _with(next_steps=[_step(
+        "echo '{\"task\": \"statistics\", \"level\": \"mix\", \"risk_level\": \"ALL\", "
+        "\"statistics\": {\"summary_mode\": \"md5\"}}' > msprobe_config.json")])),
 ]
 
 

@@ -14,6 +14,11 @@ _FIXED_DEFAULT_SEED = {"megatron", "mindspeed", "megatron_deepspeed", "hf_traine
 _DROPOUT_DEFAULT_ON = {"megatron", "mindspeed", "megatron_deepspeed"}
 _DROPOUT_KEYS = ("hidden_dropout", "attention_dropout", "embedding_dropout")
 _DET_API = re.compile(r"use_deterministic_algorithms\(\s*True|seed_all\([^)]*mode\s*=\s*True")
+# msprobe seed_all(...) (pytorch/reproducibility/random_reproducibility.py) sets, inside the
+# process and whatever `mode` says: on NPU HCCL_DETERMINISTIC=True, LCCL_DETERMINISTIC=1,
+# CLOSE_MATMUL_K_SHIFT=1, ATB_LLM_LCOC_ENABLE=0; on GPU cudnn.deterministic and
+# CUBLAS_WORKSPACE_CONFIG=:4096:8. An env listing never shows these, so the call counts itself.
+_SEED_ALL = re.compile(r"\bseed_all\(([^)]*)\)")
 
 
 def status_fact(cfg: RunConfig, device: str) -> Fact | None:
@@ -37,6 +42,13 @@ def status_fact(cfg: RunConfig, device: str) -> Fact | None:
         matmul = (states["CLOSE_MATMUL_K_SHIFT"].enabled is True
                   or states["CUBLAS_WORKSPACE_CONFIG"].enabled is True)
     dropout_off = _dropout_off(cfg)
+    seed_all = _SEED_ALL.search(cfg.scripts_text or "")
+    if seed_all is not None and device in ("npu", "gpu"):
+        comm = comm or device == "npu"   # HCCL/LCCL determinism; GPU NCCL is left as it was
+        matmul = True
+        seed_fixed = True
+        if re.search(r"rm_dropout\s*=\s*True", seed_all.group(1)):
+            dropout_off = True
     return make("determinism_status", role=cfg.run.role, run=cfg.run.name, seed=seed,
                 seed_fixed=seed_fixed, deterministic_algorithms=det_algo, comm_deterministic=comm,
                 matmul_deterministic=matmul, dropout_off=dropout_off,

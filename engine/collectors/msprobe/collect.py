@@ -3,6 +3,7 @@ the per-rank tasks through an executor, and building the facts from their report
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -10,7 +11,8 @@ from engine.collectors.base import Case, RunDir
 from engine.collectors.msprobe import analysis_json, api_checks, compare_result, config_check, monitor
 from engine.collectors.msprobe.comparison import SideScan, compare_pairs
 from engine.collectors.msprobe.dumpdir import DumpDir, DumpHeader, locate
-from engine.collectors.msprobe.executor import Executor, default_executor
+from engine.collectors.msprobe.executor import (
+    Executor, InlineExecutor, LocalProcessExecutor, cpu_count, default_executor)
 from engine.collectors.msprobe.localise import (
     Located, classify_divergence, classify_nondeterminism, locate_first_nan)
 from engine.collectors.msprobe.naming import api_family, parse_entry_name
@@ -84,13 +86,25 @@ def collect_dump_facts(case: Case, warnings: Warnings, *, quiet: bool = False,
     progress = Progress("msprobe: comparing dumps", quiet=quiet)
     reports: list[tuple[TaskReport, RunDir, RunDir | None, int, int]] = []
     try:
-        for i, rep in enumerate(executor.map(run_task, [p[0] for p in plan])):
+        for i, rep in enumerate(executor.map(run_task, _spread([p[0] for p in plan], executor))):
             _, run, against, step, rank = plan[i]
             reports.append((rep, run, against, step, rank))
             progress.update(i + 1, len(plan), " dumps")
     finally:
         progress.close()
     yield from _facts_from_reports(reports, warnings)
+
+
+def _spread(tasks: list[DumpTask], executor: Executor) -> list[DumpTask]:
+    """On this machine, cores the pool leaves idle go to the pairs themselves: with fewer pairs
+    than cores each pair is compared by several processes (split.compare_dumps_split). A
+    cluster executor spreads over ranks only."""
+    if not isinstance(executor, (LocalProcessExecutor, InlineExecutor)):
+        return tasks
+    parts = cpu_count() // max(1, len(tasks))
+    if parts < 2:
+        return tasks
+    return [replace(t, parts=parts) if t.against_dump is not None else t for t in tasks]
 
 
 def _side_fact(side: SideReport, run: RunDir, step: int, rank: int) -> Fact:

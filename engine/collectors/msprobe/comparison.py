@@ -18,8 +18,9 @@ from typing import Callable, Iterable, Iterator
 from engine.collectors.msprobe.dumpdir import DumpHeader, DumpReadError, iter_entries, read_header
 from engine.collectors.msprobe.entries import Entry, EntryIssues, TensorInfo
 from engine.collectors.msprobe.intindex import IntIndex
-from engine.collectors.msprobe.verdicts import DIVERGE, ApiDiff, compare_api
+from engine.collectors.msprobe.verdicts import DIVERGE, ApiDiff, compare_api, compare_summary
 
+_HARD_INPUT = frozenset({"dtype", "shape", "scalar_arg", "md5", "nonfinite"})
 _INIT_OPS = ("empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
              "empty_with_format")
 
@@ -64,15 +65,17 @@ class SideScan:
         else:
             self.apis += 1
         abnormal = False
-        for t in e.inputs + e.params + e.outputs:
-            if t.kind != "tensor":
-                continue
-            if t.md5 is not None:
-                self._modes["xor" if t.max is None and t.norm is None else "md5"] += 1
-            elif t.max is not None or t.norm is not None:
-                self._modes["statistics"] += 1
-            if t.abnormal():
-                abnormal = True
+        modes = self._modes
+        for ts in (e.inputs, e.params, e.outputs):
+            for t in ts:
+                if t.kind != "tensor":
+                    continue
+                if t.md5 is not None:
+                    modes["xor" if t.max is None and t.norm is None else "md5"] += 1
+                elif t.max is not None or t.norm is not None:
+                    modes["statistics"] += 1
+                if t.bad:   # t.abnormal()
+                    abnormal = True
         for t in e.params:
             key = tensor_key(t)
             if key is not None:
@@ -188,34 +191,39 @@ class _Pass:
     def process(self, a: Entry, b: Entry, how: str) -> None:
         res, run = self.res, self.res.run
         mode = self.mode_for(a, b)
-        d = compare_api(a, b, mode)
+        quick = compare_summary(a, b, mode)
+        if quick is None:
+            d: ApiDiff | None = compare_api(a, b, mode)
+            label, diverged, out, in_err = d.label, d.diverged, d.out_err, d.in_err
+            in_hard = bool(d.input_reasons() & _HARD_INPUT)
+        else:   # the common case, without the per-tensor diffs (built below if it becomes a candidate)
+            d = None
+            label, diverged, out, in_err = quick
+            in_hard = False
         res.n_compared += 1
         if how == "fallback":
             res.n_fallback += 1
-        if d.label == "error":
+        if label == "error":
             res.n_error += 1
-        elif d.label == "warning":
+        elif label == "warning":
             res.n_warning += 1
-        if d.diverged:
+        if diverged:
             res.n_diverged += 1
-        out = d.out_err
         if math.isfinite(out):
             res.max_out_err = max(res.max_out_err, out)
         if run.nan_entry is a:
             res.nan_twin_abnormal = any(t.abnormal() for t in b.tensors())
         threshold = 0.0 if mode in ("exact", "md5") else DIVERGE
-        in_hard = d.input_reasons() & {"dtype", "shape", "scalar_arg", "md5", "nonfinite"}
-        flagged = d.diverged or d.in_err > threshold or bool(in_hard)
-        if mode not in ("exact", "md5") and d.out_err > 0.01:
-            res.weak_outputs[a.order] = d.out_err
+        flagged = diverged or in_err > threshold or in_hard
+        if mode not in ("exact", "md5") and out > 0.01:
+            res.weak_outputs[a.order] = out
         if not flagged:
             return
-        cand = Candidate(a, b, d, how)
         if a.name.is_module:
             if res.first_module is None or a.order < res.first_module.a.order:
-                res.first_module = cand
+                res.first_module = Candidate(a, b, d or compare_api(a, b, mode), how)
         elif res.first is None or a.order < res.first.a.order:
-            res.first = cand
+            res.first = Candidate(a, b, d or compare_api(a, b, mode), how)
 
     def finish(self) -> PassResult:
         self.res.mode = self.mode or ("exact" if self.exact else "statistics")

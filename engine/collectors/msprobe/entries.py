@@ -14,6 +14,7 @@ _STATS = ("Max", "Min", "Mean", "Norm")
 # Arguments nest a few levels (tuples of lists of tensors); deeper parts of an entry are left out.
 MAX_DEPTH = 64
 _NUMEL_CAP = 1 << 63
+_INF = math.inf
 
 
 class EntryIssues:
@@ -168,10 +169,19 @@ def _leaf(slot: str, v: Any, issues: EntryIssues | None = None, where: str = "")
     if not isinstance(v, dict):
         return TensorInfo(slot, "scalar", value=str(_num(v)))
     if "dtype" in v or "shape" in v or "md5" in v or "Max" in v:
-        dtype = v.get("dtype")
-        mx, mn, me, no = v.get("Max"), v.get("Min"), v.get("Mean"), v.get("Norm")
+        get = v.get
+        dtype = get("dtype")
+        mx, mn, me, no = get("Max"), get("Min"), get("Mean"), get("Norm")
         if type(mx) is float and type(mn) is float and type(me) is float and type(no) is float:
-            mx, mn, me, no = _num(mx), _num(mn), _num(me), _num(no)   # the common case
+            # the common case; sentinels are tiny sub-normals (see _num)
+            if -1e-300 < mx < 1e-300:
+                mx = denan(mx)
+            if -1e-300 < mn < 1e-300:
+                mn = denan(mn)
+            if -1e-300 < me < 1e-300:
+                me = denan(me)
+            if -1e-300 < no < 1e-300:
+                no = denan(no)
         else:
             is_bool = type(dtype) is str and dtype.endswith("bool")
             stats = [_stat_value(x, is_bool) for x in (mx, mn, me, no)]
@@ -181,10 +191,21 @@ def _leaf(slot: str, v: Any, issues: EntryIssues | None = None, where: str = "")
                     if issues is not None:
                         issues.add("stat", f"{_STATS[i]} of {where} {slot}")
             mx, mn, me, no = stats
-        t = TensorInfo(
-            slot, "tensor", dtype if dtype is None or type(dtype) is str else str(dtype),
-            _shape(v.get("shape")), mx, mn, me, no, v.get("md5"), v.get("requires_grad"))
-        t.bad = t._classify()
+        shape = get("shape")
+        if type(shape) is list:
+            shape = tuple(shape)
+            for d in shape:
+                if type(d) is not int:
+                    shape = _shape(list(shape))
+                    break
+        else:
+            shape = None
+        t = TensorInfo(slot, "tensor", dtype if dtype is None or type(dtype) is str else str(dtype), shape,
+                       mx, mn, me, no, get("md5"), get("requires_grad"))
+        # _classify, its first (common) case inlined
+        if not (type(mx) is float and type(mn) is float and -_INF < mn <= mx < _INF
+                and (me is None or me == me) and (no is None or no == no)):
+            t.bad = t._classify()
         return t
     if "value" in v:
         return TensorInfo(slot, "scalar", dtype=str(v.get("type")), value=repr(_num(v.get("value"))))
@@ -199,7 +220,12 @@ def _flatten(slot: str, v: Any, out: list[TensorInfo], issues: EntryIssues | Non
                 issues.add("deep", f"{where} {slot}")
             return
         for i, item in enumerate(v):
-            _flatten(f"{slot}.{i}", item, out, issues, where, depth + 1)
+            # a leaf item directly (what the recursive call would do, one call fewer)
+            if isinstance(item, list) or (isinstance(item, dict) and "type" not in item and "dtype" not in item
+                                          and item):
+                _flatten(f"{slot}.{i}", item, out, issues, where, depth + 1)
+            else:
+                out.append(_leaf(f"{slot}.{i}", item, issues, where))
     elif isinstance(v, dict) and "type" not in v and "dtype" not in v and v:
         # a dict that is not a leaf: kwargs or a parameters map
         if depth >= MAX_DEPTH:

@@ -28,11 +28,11 @@ class InlineExecutor:
 
 
 class LocalProcessExecutor:
-    """A pool of worker processes on this machine; falls back to inline for a single task
-    (a process start costs more than a small dump)."""
+    """A pool of worker processes on this machine, one per core by default; falls back to
+    inline for a single task (a process start costs more than a small dump)."""
 
     def __init__(self, workers: int | None = None) -> None:
-        self.workers = max(1, workers or min(8, os.cpu_count() or 1))
+        self.workers = max(1, workers or cpu_count())
 
     def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
         items = list(tasks)
@@ -44,15 +44,16 @@ class LocalProcessExecutor:
 
 
 class DaskExecutor:
-    """Submits tasks to a Dask cluster (`address`), or a local one started on demand."""
+    """Submits tasks to a Dask cluster (`address`, e.g. PRECDX_DASK_SCHEDULER=tcp://host:8786),
+    or a local one started on demand (`workers` processes, or threads with processes=False)."""
 
-    def __init__(self, address: str | None = None, *, workers: int = 2) -> None:
+    def __init__(self, address: str | None = None, *, workers: int = 2, processes: bool = True) -> None:
         from dask.distributed import Client, LocalCluster  # optional dependency, imported lazily
         if address:
             self._client = Client(address)
             self._cluster = None
         else:
-            self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+            self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
                                          dashboard_address=None)
             self._client = Client(self._cluster)
 
@@ -65,6 +66,14 @@ class DaskExecutor:
         self._client.close()
         if self._cluster is not None:
             self._cluster.close()
+
+
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def dask_available() -> bool:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 _API = re.compile(r"^(?P<base>.+)\.(?P<index>\d+)\.(?P<dir>forward|backward)$")
 _MODULE = re.compile(r"^(?P<base>(?:Module|Cell)\..+)\.(?P<dir>forward|backward|parameters_grad)\.(?P<index>\d+)$")
 _DEBUG = re.compile(r"^(?P<base>.+)\.(?P<index>\d+)\.debug$")
+_MODULE_PREFIXES = ("Module.", "Cell.")
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class EntryName:
 
 def parse_entry_name(name: str) -> EntryName:
     """Split a dump entry name; unknown shapes keep the whole name as the base."""
-    m = _MODULE.match(name)
+    m = _MODULE.match(name) if name.startswith(_MODULE_PREFIXES) else None   # _MODULE needs the prefix
     if m:
         return EntryName(name, m["base"], int(m["index"]), m["dir"], True)
     m = _API.match(name)

@@ -11,6 +11,7 @@ from engine.collectors.msprobe.context import code_lines, module_paths
 from engine.collectors.msprobe.localise import (
     Located, classify_divergence, classify_nondeterminism, locate_first_nan)
 from engine.collectors.msprobe.naming import parse_entry_name
+from engine.collectors.msprobe.split import compare_dumps_split
 from engine.errors import PrecdxError, Warnings
 
 
@@ -21,6 +22,7 @@ class DumpTask:
     run_dump: str
     against_dump: str | None = None
     exact: bool = False          # a run against its own rerun
+    parts: int = 1               # worker processes for this one pair (split.compare_dumps_split)
 
 
 @dataclass
@@ -113,7 +115,8 @@ def run_task(task: DumpTask) -> TaskReport:
                 _add_context([report.run.first_nan], run_path, warnings)
         else:
             against_path = Path(task.against_dump)
-            res: PassResult = compare_dumps(run_path, against_path, exact=task.exact)
+            res: PassResult = (compare_dumps_split(run_path, against_path, exact=task.exact, parts=task.parts)
+                               if task.parts > 1 else compare_dumps(run_path, against_path, exact=task.exact))
             _scan_warnings(res.run, warnings)
             _scan_warnings(res.against, warnings)
             for note in res.notes:

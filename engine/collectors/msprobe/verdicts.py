@@ -221,3 +221,92 @@ def compare_api(a: Entry, b: Entry, mode: Mode) -> ApiDiff:
     elif diff.diverged:
         diff.reason = "output_error"
     return diff
+
+
+def _leaf_errors(x: TensorInfo, y: TensorInfo) -> tuple[float, float] | None:
+    """(err, norm_rel) of `tensor_diff(x, y, mode)` for modes statistics and exact when it has no
+    reasons and takes one of its simple paths; None otherwise."""
+    kx = x.kind
+    if kx != y.kind:
+        if kx == "none" or y.kind == "none":
+            return 0.0, 0.0
+        return None
+    if kx == "none":
+        return 0.0, 0.0
+    if kx == "scalar":
+        return (0.0, 0.0) if x.value == y.value else None
+    if (x.max == y.max and x.min == y.min and x.mean == y.mean and x.norm == y.norm
+            and x.md5 == y.md5 and x.dtype == y.dtype and x.shape == y.shape and x.bad is None
+            and x.requires_grad == y.requires_grad):
+        return 0.0, 0.0
+    if x.dtype != y.dtype or x.shape != y.shape:
+        return None
+    if x.requires_grad is not None and y.requires_grad is not None and x.requires_grad != y.requires_grad:
+        return None
+    if x.bad is None and y.bad is None and x.md5 is None:
+        return _finite_stats_error(x, y)
+    return None
+
+
+def compare_summary(a: Entry, b: Entry, mode: Mode) -> tuple[str, bool, float, float] | None:
+    """(label, diverged, out_err, in_err) exactly as `compare_api(a, b, mode)` gives them, for the
+    common case (modes statistics and exact; every paired leaf equal, a tensor of finite
+    statistics without checksum, dtype, shape or requires_grad difference, an equal scalar or a
+    None), without building the per-tensor diffs; None when compare_api is needed (then no
+    input carries a hard reason either)."""
+    if mode != "statistics" and mode != "exact":
+        return None
+    if len(a.outputs) != len(b.outputs) or len(a.inputs) != len(b.inputs):
+        return None
+    # running maxima exactly like max() over the diffs in order (the first one starts it: a NaN
+    # error, from an overflowing statistic, then stays, as in compare_api)
+    in_err = in_norm = out_err = out_norm = None
+    ys = b.inputs + b.params if b.params else b.inputs
+    by_slot = {y.slot: y for y in ys}
+    for xs in (a.inputs, a.params):
+        for x in xs:
+            y = by_slot.get(x.slot)
+            if y is None:
+                continue
+            r = _leaf_errors(x, y)
+            if r is None:
+                return None
+            if in_err is None:
+                in_err, in_norm = r
+                continue
+            if r[0] > in_err:
+                in_err = r[0]
+            if r[1] > in_norm:
+                in_norm = r[1]
+    by_slot = {y.slot: y for y in b.outputs}
+    for x in a.outputs:
+        y = by_slot.get(x.slot)
+        if y is None:
+            continue
+        r = _leaf_errors(x, y)
+        if r is None:
+            return None
+        if out_err is None:
+            out_err, out_norm = r
+            continue
+        if r[0] > out_err:
+            out_err = r[0]
+        if r[1] > out_norm:
+            out_norm = r[1]
+    if in_err is None:
+        in_err = in_norm = 0.0
+    if out_err is None:
+        out_err = out_norm = 0.0
+    if a.name.base.rsplit(".", 1)[-1] in IGNORED_APIS:
+        return "pass", False, out_err, in_err
+    if mode == "exact":
+        diverged = out_err > 0
+        return ("error" if diverged else "pass"), diverged, out_err, in_err
+    if in_norm < MSPROBE_IN_MAX and out_norm > MSPROBE_OUT_ERROR:
+        label = "error"
+    elif (in_norm > 0 and out_norm / in_norm > MSPROBE_WARN_RATIO and out_norm > 1e-3) or \
+            (in_norm == 0 and out_norm > MSPROBE_WARN_ZERO_IN):
+        label = "warning"
+    else:
+        label = "pass"
+    return label, out_err > DIVERGE, out_err, in_err

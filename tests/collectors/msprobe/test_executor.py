@@ -28,6 +28,7 @@ def test_local_pool_matches_inline(samples: Path) -> None:
     assert inline[1][1] == "Tensor.__mul__.1.forward"
 
 
+@pytest.mark.slow   # starts worker processes (test_cluster.py runs a threaded cluster in the fast lane)
 @pytest.mark.skipif(not dask_available(), reason="dask.distributed is not installed")
 def test_dask_local_cluster_matches_inline(samples: Path) -> None:
     from engine.collectors.msprobe.executor import DaskExecutor
