@@ -309,6 +309,7 @@ _GRADE_ORDER = ("symptom", "checklist", "localised", "confirmed")
 DIFFERENTIAL_RULE = "DIFFERENTIAL"
 PROCEDURE_RULE = "PROCEDURE-ORDER"
 MECHANISM_RULE = "MECHANISM"
+EXCLUDED_BY_EVIDENCE = 0.5   # a rule arguing against a symptom-only guess this strongly removes it
 CHECKLIST_RULE = "CHECKLIST-CLEAN"
 ACCEPT_STEPS = 1000          # the documented acceptance wants at least this many compared steps
 PROVISIONAL_MIN_STEPS = 5    # below this nothing is compared enough to say "aligned"
@@ -427,6 +428,10 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     for ms in rank(contributions):
         differential_only = set(ms.support) <= {DIFFERENTIAL_RULE, MECHANISM_RULE}
         if ms.score < REPORT_THRESHOLD and not (differential_only and ms.score >= dx.MIN_WEIGHT):
+            continue
+        # a guess from the symptoms that a specific rule's evidence excludes is not listed
+        if set(ms.support) == {DIFFERENTIAL_RULE} and any(
+                w >= EXCLUDED_BY_EVIDENCE for r, w in ms.against.items() if r in by_id):
             continue
         info = catalog.get(ms.mode)
         rule_refs = [RuleRef(id=r, name=_rule_name(by_id, r), weight=round(w, 4), supports=True)

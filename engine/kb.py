@@ -119,7 +119,7 @@ class KbEntry(BaseModel):
     commands: list[Command] = Field(default_factory=list)
     references: list[str] = Field(min_length=1)
     related: list[str] = Field(default_factory=list)
-    presentation: Presentation | None = None
+    presentation: Presentation | None = None  # required for canonical entries (see _consistency)
 
     @field_validator("id")
     @classmethod
@@ -151,6 +151,9 @@ class KbEntry(BaseModel):
             raise ValueError("an entry cannot be related to itself")
         if self.sources == ["DK"] and self.confidence != "low":
             raise ValueError("an entry backed only by domain knowledge (DK) must have confidence: low")
+        if self.canonical and self.presentation is None:
+            raise ValueError("a canonical entry needs a 'presentation' block (how the mode presents: "
+                             "symptoms, runs, onset, step1_magnitude, error_shape, frequency)")
         return self
 
     def text(self, field: str, lang: str = "en") -> str:

@@ -48,6 +48,17 @@ def test_every_canonical_id_has_a_matching_entry(kb, canonical):
         assert entry.sources == list(mode["sources"]), mode_id
 
 
+def test_every_canonical_entry_has_a_presentation(kb, canonical):
+    """The symptom differential reads how each canonical mode presents (issue 16 item 6)."""
+    missing = sorted(m for m in canonical if kb[m].presentation is None)
+    assert not missing, f"no presentation block for {missing}"
+    for mode_id in canonical:
+        pres = kb[mode_id].presentation
+        assert pres.symptoms, mode_id
+        if pres.note is not None:
+            assert not CJK.search(pres.note.en) and CJK.search(pres.note.zh), mode_id
+
+
 def test_extra_entries_are_marked_non_canonical(kb, canonical):
     for kb_id, entry in kb.items():
         assert entry.canonical == (kb_id in canonical), kb_id
@@ -160,7 +171,16 @@ commands:
     why: {en: fix reduction order, zh: 固定归约顺序}
 references: [guide 3.1.1]
 related: []
+presentation:
+  symptoms: {first_step_difference: typical}
+  runs: target_only
+  onset: step1
+  step1_magnitude: large
+  error_shape: one_sided
+  frequency: rare
 """
+PRESENTATION = VALID[VALID.index("presentation:"):]
+WITHOUT_PRESENTATION = VALID.replace(PRESENTATION, "")
 
 
 def _write(tmp_path: Path, text: str, name: str = "verdict.sample_mode", area: str = "verdict") -> Path:
@@ -188,7 +208,7 @@ def test_valid_sample_loads(tmp_path):
 def test_duplicate_key_names_file_and_line(tmp_path):
     path = _write(tmp_path, VALID + "confidence: low\n")
     err = _error(tmp_path)
-    assert err.path == str(path) and err.line == 17 and "duplicate key" in err.message
+    assert err.path == str(path) and err.line == 24 and "duplicate key" in err.message
 
 
 def test_unknown_key_names_file_and_line(tmp_path):
@@ -231,6 +251,30 @@ def test_unknown_source_tag_is_rejected(tmp_path):
     _write(tmp_path, VALID.replace("[G3.1.1]", "[G3.1.1, blog]"))
     err = _error(tmp_path)
     assert err.line == 4 and "unknown source tag" in err.message
+
+
+def test_canonical_entry_without_presentation_is_rejected(tmp_path):
+    path = _write(tmp_path, WITHOUT_PRESENTATION)
+    err = _error(tmp_path)
+    assert err.path == str(path) and err.line == 1 and "presentation" in err.message
+
+
+def test_non_canonical_entry_may_omit_presentation(tmp_path):
+    _write(tmp_path, WITHOUT_PRESENTATION + "canonical: false\n")
+    entry = load_kb(tmp_path)["verdict.sample_mode"]
+    assert not entry.canonical and entry.presentation is None
+
+
+def test_presentation_names_known_symptom_classes_only(tmp_path):
+    _write(tmp_path, VALID.replace("{first_step_difference: typical}", "{loss_goes_up: typical}"))
+    err = _error(tmp_path)
+    assert err.line == 18 and "unknown symptom class" in err.message
+
+
+def test_presentation_values_are_checked(tmp_path):
+    _write(tmp_path, VALID.replace("frequency: rare", "frequency: sometimes"))
+    err = _error(tmp_path)
+    assert err.line == 23 and "presentation.frequency" in err.message
 
 
 def test_dk_only_entry_must_be_low_confidence(tmp_path):

@@ -33,6 +33,9 @@ def write_kb(root: Path, modes: dict[str, tuple[str, bool, str]] | None = None) 
             "sources": ["G2.2"], "canonical": canonical, "confidence": "high",
             "meaning": _text("meaning"), "impact": _text("impact"), "diagnosis": _text("diagnosis"),
             "mitigation": _text("mitigation"), "symptoms": [_text("symptom")], "references": ["G2.2"],
+            "presentation": {"symptoms": {"first_step_difference": "typical"}, "runs": "target_only",
+                             "onset": "step1", "step1_magnitude": "small", "error_shape": "one_sided",
+                             "frequency": "common"},
         }
         folder = root / area
         folder.mkdir(parents=True, exist_ok=True)

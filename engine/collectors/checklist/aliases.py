@@ -144,7 +144,7 @@ _TABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "dataloader_drop_last": ("data", ()),
     "group_by_length": ("data", ()),
     "shuffle": ("data", ("data_shuffle", "dataloader_shuffle", "data.shuffle", "shuffle_data")),
-    "packing": ("data", ("neat_packing", "pack_sequences")),
+    "packing": ("data", ("pack_sequences",)),
     "template": ("data", ("prompt_type", "chat_template")),
     # model structure and weights
     "num_layers": ("model", ("num_hidden_layers", "n_layer", "n_layers", "model.n_layers", "encoder_num_layers")),
@@ -177,6 +177,36 @@ _TABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "finetune": ("model", ()),
     "no_load_optim": ("model", ()),
     "no_load_rng": ("model", ()),
+    # loss mask, packing, rotary embedding and fused-kernel switches (failure modes
+    # data.loss_mask_mismatch, data.packing_attention_leak, model.rope_mismatch,
+    # config.fused_kernel_mismatch): Megatron / MindSpeed / HF / TRL / LLaMA-Factory spellings
+    "ignore_index": ("data", ("loss_ignore_index",)),
+    "label_pad_token_id": ("data", ()),
+    "ignore_pad_token_for_loss": ("data", ()),
+    "train_on_prompt": ("data", ("train_on_inputs", "train_on_input")),
+    "mask_history": ("data", ()),
+    "completion_only_loss": ("data", ()),
+    "assistant_only_loss": ("data", ()),
+    "is_instruction_dataset": ("data", ()),
+    "neat_packing": ("data", ("neat_pack",)),  # packing with per-document attention, unlike plain packing
+    "padding_free": ("data", ()),
+    "dataloader_inter_document_masking": ("data", ()),
+    "rotary_percent": ("model", ("partial_rotary_factor",)),
+    "rotary_interleaved": ("model", ()),
+    "rotary_seq_len_interpolation_factor": ("model", ()),
+    "use_rope_scaling": ("model", ()),
+    "rope_scaling_type": ("model", ("rope_scaling", "rope_scaling.type", "rope_scaling.rope_type", "rope_type")),
+    "rope_scaling_factor": ("model", ("rope_scaling.factor", "rotary_scaling_factor")),
+    "rope_scaling_original_max_position_embeddings": ("model", ("yarn_original_max_position_embeddings",
+                                                                "rope_scaling.original_max_position_embeddings")),
+    "use_glm_rope": ("model", ()),
+    "cross_entropy_loss_fusion": ("framework_option", ()),
+    "cross_entropy_fusion_impl": ("framework_option", ()),
+    "use_liger_kernel": ("framework_option", ("enable_liger_kernel",)),
+    "moe_grouped_gemm": ("framework_option", ()),
+    "moe_permute_fusion": ("framework_option", ("use_fused_moe_token_permute_and_unpermute",)),
+    "gemm_gradient_accumulation_fusion": ("framework_option", ()),
+    "no_persist_layer_norm": ("framework_option", ()),
     # logging, checkpoint saving, evaluation cadence, run-time checks: never a cause of a
     # numerics mismatch
     "check_for_nan_in_loss_and_grad": ("logging", ()),
@@ -199,11 +229,11 @@ NO_PREFIX_KEPT = {"no_load_optim", "no_load_rng", "no_save_optim", "no_save_rng"
                   "no_persist_layer_norm", "no_pad_to_seq_lengths"}
 # Megatron `--no-X` / `--disable-X` flags whose dest is a differently named positive setting.
 NEGATIVE_FLAGS = {
-    "no_initialization": "perform_initialization",
-    "no_rope_fusion": "apply_rope_fusion",
+    "no_initialization": "!perform_initialization",
+    "no_rope_fusion": "!use_fused_rotary_pos_emb",  # Megatron's rope fusion switch
     "no_position_embedding": "add_position_embedding",
-    "disable_bias_linear": "add_bias_linear",
-    "no_overlap_p2p_communication": "overlap_p2p_comm",
+    "disable_bias_linear": "!add_bias_linear",
+    "no_overlap_p2p_communication": "!overlap_p2p_comm",
     "tie_word_embeddings": "!untie_embeddings_and_output_weights",  # '!' = inverted meaning
 }
 
