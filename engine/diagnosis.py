@@ -427,7 +427,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     hypotheses: list[Hypothesis] = []
     for ms in rank(contributions):
         differential_only = set(ms.support) <= {DIFFERENTIAL_RULE, MECHANISM_RULE}
-        if ms.score < REPORT_THRESHOLD and not (differential_only and ms.score >= dx.MIN_WEIGHT):
+        floor = dx.MIN_WEIGHT * (dx.TENTATIVE_CAP / dx.DIFFERENTIAL_CAP if profile.tentative and not symptomatic else 1.0)
+        if ms.score < REPORT_THRESHOLD and not (differential_only and ms.score >= floor):
             continue
         # a guess from the symptoms that a specific rule's evidence excludes is not listed
         if set(ms.support) == {DIFFERENTIAL_RULE} and any(

@@ -27,6 +27,8 @@ NAN_FIRST_AGAINST = 0.35       # "NaN first": against modes that never present a
 PRIOR = {"very_common": 1.0, "common": 0.75, "occasional": 0.5, "rare": 0.3}
 LIKELIHOOD = {"typical": 1.0, "possible": 0.45}
 ABSENT = 0.12                  # an established symptom the mode does not present
+TENTATIVE_MAX_STEPS = 5        # below this many compared steps a loss gap is only tentative
+TENTATIVE_CAP = 0.2            # the tentative differential's best weight
 SECONDARY_ABSENT = 0.7         # ... when that symptom is a consequence of another one (see SECONDARY)
 CHECKLIST_CLEAN_AGAINST = 0.3  # configs were read and no rule of a checklist-only mode fired
 # symptoms that follow from another established one: a loss gap moves the grad norm and the
@@ -62,6 +64,7 @@ class Profile:
     error_shape: str | None = None     # one_sided | zero_mean | constant_ratio | growing
     steps_compared: int | None = None
     rerun_difference: str | None = None   # tiny | large: how far the target's own rerun departs
+    tentative: set[str] = field(default_factory=set)  # gaps seen on too few points to establish a symptom
     notes: list[str] = field(default_factory=list)
 
     def secondary(self, symptom: str) -> bool:
@@ -76,6 +79,10 @@ class Profile:
             if val:
                 extra.append(f"{name} {val.replace('_', ' ')}")
         text = ", ".join(parts) if parts else ("无已确立症状" if lang == "zh" else "no established symptom")
+        if self.tentative and not parts:
+            seen = ", ".join(SYMPTOM_LABEL.get(s, (s, s))[idx] for s in sorted(self.tentative))
+            text = (f"仅为初步迹象（比较的 step 太少，不足以确立症状）：{seen}" if lang == "zh"
+                    else f"tentative only (too few compared steps to establish a symptom): {seen}")
         return text + (f" ({'; '.join(extra)})" if extra else "")
 
 
@@ -148,6 +155,19 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
             prof.onset = "step1"
         elif over is not None and n:
             prof.onset = "early" if (over - start) <= max(10, n // 5) else "late"
+    # a gap beyond the tolerances on fewer points than a symptom rule needs: not a symptom (no
+    # verdict rests on it), but enough to rank a tentative differential
+    if lc is not None and (prof.steps_compared or 0) < TENTATIVE_MAX_STEPS:
+        first = _num(getattr(lc, "first_step_rel_err", None))
+        first_abs = _num(getattr(lc, "first_step_abs_err", None))
+        mean = _num(getattr(lc, "mean_rel_err", None))
+        if first is not None and first >= 0.005 and (first_abs is None or first_abs >= 0.005) \
+                and "first_step_difference" not in prof.symptoms:
+            prof.tentative.add("first_step_difference")
+        elif mean is not None and mean > 0.01 and "long_run_difference" not in prof.symptoms:
+            prof.tentative.add("long_run_difference")
+        if prof.tentative and prof.onset is None:
+            prof.onset = "step1" if "first_step_difference" in prof.tentative else "early"
     # where did a NaN show: on the target only, or on both sides
     if "nan_overflow" in prof.symptoms:
         prof.runs = "target_only"
@@ -245,8 +265,15 @@ class DifferentialEntry:
 def differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
     """Modes ranked by how well their presentation explains the profile; empty when the case
     shows no misaligning symptom."""
+    cap = DIFFERENTIAL_CAP
     if not prof.symptoms & set(MISALIGNING):
-        return []
+        if not prof.tentative:
+            return []
+        # too few points for a symptom: rank on the tentative gap, at a lower weight
+        prof = Profile(symptoms=set(prof.tentative), runs=prof.runs or "target_only", onset=prof.onset,
+                       step1_magnitude=prof.step1_magnitude, error_shape=prof.error_shape,
+                       steps_compared=prof.steps_compared, rerun_difference=prof.rerun_difference)
+        cap = TENTATIVE_CAP
     raw: dict[str, float] = {}
     for mid, entry in kb.items():
         pres = getattr(entry, "presentation", None)
@@ -260,8 +287,8 @@ def differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
     top = max(raw.values())
     if top <= 0:
         return []
-    out = [DifferentialEntry(m, round(DIFFERENTIAL_CAP * v / top, 4), v) for m, v in raw.items()]
-    out = [e for e in out if e.weight >= MIN_WEIGHT]
+    out = [DifferentialEntry(m, round(cap * v / top, 4), v) for m, v in raw.items()]
+    out = [e for e in out if e.weight >= MIN_WEIGHT * cap / DIFFERENTIAL_CAP]
     out.sort(key=lambda e: (-e.weight, e.mode))
     return out[:MAX_MODES]
 

@@ -241,3 +241,13 @@ def test_every_symptom_class_yields_a_differential_with_the_real_kb():
     for symptom in dx.MISALIGNING:
         ranked = dx.differential(dx.Profile(symptoms={symptom}), kb)
         assert ranked, symptom
+
+
+def test_too_few_points_give_a_tentative_differential_not_a_verdict():
+    if not any(getattr(e, "presentation", None) for e in load_kb().values()):
+        pytest.skip("kb has no presentation blocks yet")
+    d = _diag(loss(steps_compared=2, first_step_rel_err=0.0002, first_step_abs_err=0.002, mean_rel_err=0.027,
+                   mean_signed_rel_err=0.027))
+    assert d.verdict != "misaligned" and not d.profile.symptoms
+    assert d.hypotheses and all(h.score <= dx.TENTATIVE_CAP for h in d.hypotheses)
+    assert "tentative" in d.profile.text
