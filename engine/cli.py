@@ -10,8 +10,9 @@ import click
 
 from engine import __version__
 from engine.errors import PrecdxError, Warnings
+from engine.vocabulary import ENGINES, LANGS, REPORT_FORMATS
 
-FORMATS = ("text", "json", "markdown", "html")
+FORMATS = REPORT_FORMATS
 
 
 class _Group(click.Group):
@@ -186,9 +187,9 @@ def _emit(text: str, out: str | None) -> None:
 @_inputs
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the report to a file.")
-@click.option("--engine", type=click.Choice(["durable", "python"]), default="durable", show_default=True,
+@click.option("--engine", type=click.Choice(ENGINES), default="durable", show_default=True,
               help="Rule matcher back end.")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("--rules", "rules_path", type=click.Path(exists=True), help="Use another rule pack folder.")
 @click.option("--verbose", "-v", is_flag=True, help="Show every evidence value, step and near miss.")
 @click.option("--fail-on", type=click.Choice(["never", "misaligned", "inconclusive"]), default="never",
@@ -232,7 +233,7 @@ def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_f
 def facts(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, fmt, vocabulary):
     """Print the facts the matcher would see (or, with --vocabulary, every fact type)."""
     from engine import progress
-    from engine.vocabulary import vocabulary_json, vocabulary_text
+    from engine.facts.describe import vocabulary_json, vocabulary_text
 
     progress.set_quiet(fmt == "json")
     if vocabulary:
@@ -283,7 +284,7 @@ def schema():
 
 @main.command()
 @click.argument("name")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def explain(name, lang, fmt):
     """Explain a rule (by id) or a failure mode (by id): what it means, what fires it, what to do."""
@@ -333,7 +334,7 @@ def rules_lint(rules_path, fmt):
 
 @rules.command("test")
 @click.option("--rules", "rules_path", type=click.Path(exists=True))
-@click.option("--engine", type=click.Choice(["durable", "python"]), default="python", show_default=True)
+@click.option("--engine", type=click.Choice(ENGINES), default="python", show_default=True)
 @click.option("-k", "select", help="Only cases whose rule id contains this text.")
 def rules_test(rules_path, engine, select):
     """Run the rule test cases (rules/**/*.test.yaml); exit 1 on any failure or zero cases."""
@@ -381,7 +382,7 @@ def audit(fmt, fail_under, rules_path, fail_unread):
 @click.option("--list", "list_faults", is_flag=True, help="List the fault catalogue.")
 @click.option("--steps", type=int, default=None, help="Training steps per run.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("--watch", "watch_run", is_flag=True,
               help="Train the target under precdx watch: catch the breach live, capture and replay that "
                    "step, then diagnose the captured case.")
@@ -531,7 +532,7 @@ def mcp_server():
 
 @main.command()
 @_inputs
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("--max-questions", type=int, default=12, show_default=True)
 def ask(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, lang, max_questions):
     """Interactive consultation: answer the engine's questions (yes/no/number/skip) one at a time."""

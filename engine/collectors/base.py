@@ -10,8 +10,7 @@ from typing import Iterable, Protocol
 
 from engine.errors import Warnings
 from engine.facts import Fact
-
-ROLE_ORDER = ("baseline", "target", "baseline_rerun", "target_rerun")
+from engine.vocabulary import ROLES as ROLE_ORDER  # noqa: F401 (declared there)
 
 
 @dataclass

@@ -16,11 +16,11 @@ Chinese), and `precdx://failure-modes` (the catalogue as JSON).
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from engine.errors import PrecdxError, Warnings
+from engine.vocabulary import Lang
 
-Lang = Literal["en", "zh"]
 KB_URI = "precdx://kb/{mode}"
 MAX_FACTS = 50_000
 
