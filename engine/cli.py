@@ -338,7 +338,7 @@ def rules_lint(rules_path, fmt):
 @click.option("-k", "select", help="Only cases whose rule id contains this text.")
 def rules_test(rules_path, engine, select):
     """Run the rule test cases (rules/**/*.test.yaml); exit 1 on any failure or zero cases."""
-    from engine.rulepack.ruletest import run_rule_tests
+    from engine.rulerunner import run_rule_tests
 
     results = run_rule_tests(rules_path, engine=engine, select=select)
     failed = [r for r in results if not r.passed]
