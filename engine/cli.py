@@ -263,14 +263,10 @@ def facts(case_dir, target, baseline, target_reruns, baseline_reruns, facts_file
 def inspect(case_dir, fmt):
     """List what was recognised in a case or run folder (or one file), as what, and what was
     ignored and why."""
-    from engine import discovery
+    from engine.inspection import inspect_folder, render_inspect_text
 
-    warnings = Warnings()
-    case = discovery.discover_folder(Path(case_dir), warnings=warnings)
-    report = discovery.inspect_case(case)
-    if warnings.items:
-        report.setdefault("warnings", warnings.items)
-    _emit(json.dumps(report, indent=2, default=str) if fmt == "json" else discovery.render_inspect_text(report), None)
+    report = inspect_folder(case_dir)
+    _emit(json.dumps(report, indent=2, default=str) if fmt == "json" else render_inspect_text(report), None)
 
 
 # ------------------------------------------------------------------ schema / explain
