@@ -70,30 +70,24 @@ def _without_upload_paths(diag: Diagnosis, tmp: str, root: str) -> Diagnosis:
 # ---------------------------------------------------------------- the work done in the pool
 def diagnose_job(settings: Settings, request: DiagnoseRequest, archive: BinaryIO | None, lang: str,
                  deadline: float) -> Diagnosis:
-    from engine.diagnosis import diagnose
-    from engine.facts import FactSet
+    from engine.api import diagnose_case
     from engine.service.archive import Limits, case_root, extract
     from engine.service.sessions import answers_to_facts, parse_facts
 
     warnings = Warnings()
     given = parse_facts(request.facts, max_facts=settings.max_facts)
     answered, _ = answers_to_facts(request.answers, source="request")
-    facts = FactSet()
+    if archive is None and not given and not answered:
+        raise ServiceError(400, "nothing_to_diagnose", "give facts, answers or an archive of run folders")
     root = None
     tmp = None
     try:
         if archive is not None:
-            from engine.pipeline import collect, discover
-
             tmp = tempfile.mkdtemp(prefix="precdx-upload-")
             extract(archive, Path(tmp), Limits(settings.max_extracted_bytes, settings.max_archive_files, deadline))
             root = str(case_root(Path(tmp)))
-            facts.extend(collect(discover(root), warnings), strict=False)
-        for fact in [*given, *answered]:
-            facts.add(fact)
-        if not len(facts):
-            raise ServiceError(400, "nothing_to_diagnose", "give facts, answers or an archive of run folders")
-        diag = diagnose(facts, engine=settings.engine, lang=lang, rules_path=settings.rules_path, warnings=warnings)
+        diag = diagnose_case(root, facts=[*given, *answered], engine=settings.engine, lang=lang,
+                             rules_path=settings.rules_path, warnings=warnings).diagnosis
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
