@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine.errors import PrecdxError
-from engine.vocabulary import AREAS, LANGS, Area  # noqa: F401 (declared there)
+from engine.vocabulary import AREAS, LANGS, Area, Device  # noqa: F401 (declared there)
 from engine.vocabulary import BilingualText as Text
 from engine.yamlsafe import LineDict, LineList, line_of, load_yaml_file
 
@@ -36,7 +36,7 @@ class Command(BaseModel):
     model_config = _STRICT
     command: str = Field(min_length=1)
     why: Text
-    device: list[Literal["npu", "gpu", "cpu"]] | None = None  # devices the command applies to (None: all)
+    device: list[Device] | None = None  # devices the command applies to (None: all)
 
 
 Likelihood = Literal["typical", "possible"]

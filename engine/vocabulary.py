@@ -1,7 +1,7 @@
 """The closed vocabularies of precdx, declared once and imported wherever they are used: the
 roles of the runs of a comparison, the cost classes of a next step (with their English and
 Chinese labels), the report languages and formats, the rule matcher back ends, the areas of the
-knowledge base, and the bilingual text of rules and kb entries.
+knowledge base, the accelerators, and the bilingual text of rules and kb entries.
 
 This module sits at the bottom of the package layering (tests/test_layering.py): it imports
 nothing from engine but `engine.errors`. The fact vocabulary itself (fact types and their
@@ -36,6 +36,11 @@ COST_LABELS_ZH = {
     "long_run": "长稳运行",
     "cluster": "集群资源",
 }
+
+# Accelerators: those a next step may be written for, and what a run is found to have used.
+Device = Literal["npu", "gpu", "cpu"]
+DEVICES: tuple[str, ...] = get_args(Device)
+RunDevice = Literal["npu", "gpu", "cpu", "unknown"]
 
 # Languages of the user-facing text (reports, kb entries, rule texts).
 Lang = Literal["en", "zh"]

@@ -24,7 +24,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from engine.vocabulary import COST_CLASSES, COST_LABELS, COST_LABELS_ZH, Cost, Text  # noqa: F401 (declared there)
+from engine.vocabulary import (  # noqa: F401 (declared there)
+    COST_CLASSES, COST_LABELS, COST_LABELS_ZH, DEVICES, Cost, Device, Text,
+)
 
 SCHEMA_VERSION = 1
 OPERATORS = ("eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "exists", "nonfinite", "matches")
@@ -56,10 +58,6 @@ class When(_Strict):
         if not self.all and not self.any:
             raise ValueError("a rule needs at least one pattern under 'all' or 'any'")
         return self
-
-
-DEVICES = ("npu", "gpu", "cpu")
-Device = Literal["npu", "gpu", "cpu"]
 
 
 class NextStep(_Strict):
