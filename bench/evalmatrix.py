@@ -90,19 +90,15 @@ def make_form(case: Path, form: str, out: Path) -> tuple[Path | None, str | None
 
 
 def diagnose_form(folder: Path) -> tuple[list[str], str]:
-    from engine.diagnosis import diagnose
-    from engine.errors import Warnings
-    from engine.pipeline import collect, discover
+    from engine.api import diagnose_case
 
-    w = Warnings()
     roles = {p.name: p for p in folder.iterdir() if p.is_dir()}
     if "target" not in roles:   # a rerun-only form still needs its target folder to exist
         (folder / "target").mkdir()
         (folder / "target" / "README.txt").write_text("only the rerun's compare result was kept\n")
         roles["target"] = folder / "target"
     reruns = [roles[r] for r in roles if r.startswith("target_rerun")]
-    case = discover(target=roles["target"], baseline=roles.get("baseline"), target_reruns=reruns, warnings=w)
-    out = diagnose(collect(case, w), warnings=w)
+    out = diagnose_case(target=roles["target"], baseline=roles.get("baseline"), target_reruns=reruns).diagnosis
     return [h.failure_mode for h in out.hypotheses], out.verdict
 
 

@@ -10,8 +10,9 @@ import click
 
 from engine import __version__
 from engine.errors import PrecdxError, Warnings
+from engine.vocabulary import ENGINES, LANGS, REPORT_FORMATS
 
-FORMATS = ("text", "json", "markdown", "html")
+FORMATS = REPORT_FORMATS
 
 
 class _Group(click.Group):
@@ -78,54 +79,26 @@ def _inputs(f):
 
 
 def _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, warnings: Warnings):
-    from engine.facts import FactSet, load_fact_files
-    from engine.pipeline import collect, discover
+    """The facts of a run pair, a case folder and/or --facts files (engine.api.gather)."""
+    from engine.api import gather
 
-    facts = FactSet()
-    if case_dir or target or baseline:
-        if baseline and not target and not case_dir:
-            raise PrecdxError("--baseline needs --target")
-        case = discover(case_dir, target=target, baseline=baseline, target_reruns=target_reruns,
-                        baseline_reruns=baseline_reruns, warnings=warnings)
-        facts = collect(case, warnings)
-    elif not facts_files:
+    _check_inputs(case_dir, target, baseline, facts_files)
+    return gather(case_dir, target=target, baseline=baseline, target_reruns=target_reruns,
+                  baseline_reruns=baseline_reruns, facts=_fact_files(facts_files), warnings=warnings).facts
+
+
+def _check_inputs(case_dir, target, baseline, facts_files) -> None:
+    if baseline and not target and not case_dir:
+        raise PrecdxError("--baseline needs --target")
+    if not (case_dir or target or baseline or facts_files):
         raise PrecdxError("nothing to diagnose: give a case folder, --target/--baseline, or --facts FILE")
+
+
+def _fact_files(facts_files):
+    """The facts of --facts files, read when the facts are gathered (after the runs')."""
     if facts_files:
-        given = load_fact_files(facts_files)
-        for fact in given:
-            facts.add(fact)  # user facts that contradict collected ones are an error
-    return facts
-
-
-def _declare_changes(facts, case_dir, changed, warnings: Warnings) -> None:
-    """`--changed KEY` and `changed:` in CASE_DIR/case.yaml become declared_change facts."""
-    from engine.experiments import canonical_key
-    from engine.facts.core import DeclaredChange
-
-    keys = list(changed)
-    if case_dir:
-        path = Path(case_dir) / "case.yaml"
-        if path.is_file():
-            from engine.yamlsafe import load_yaml_file
-            try:
-                doc = load_yaml_file(str(path))
-            except Exception as exc:  # a broken case.yaml is a warning; the runs are still diagnosed
-                warnings.add(f"case.yaml not read: {exc}", path=str(path))
-                doc = None
-            if isinstance(doc, dict) and doc.get("changed") is not None:
-                listed = doc["changed"]
-                if isinstance(listed, str):
-                    listed = [listed]
-                if isinstance(listed, list) and all(isinstance(k, str) for k in listed):
-                    keys.extend(listed)
-                else:
-                    warnings.add("'changed' must be a list of setting names", path=str(path))
-    for raw in dict.fromkeys(keys):
-        name = canonical_key(raw)
-        if not name:
-            continue
-        if not any(getattr(f, "type", None) == "declared_change" and getattr(f, "name", None) == name for f in facts):
-            facts.add(DeclaredChange(type="declared_change", name=name, raw=raw))
+        from engine.facts import load_fact_files
+        yield from load_fact_files(facts_files)
 
 
 class _time_budget:
@@ -186,9 +159,9 @@ def _emit(text: str, out: str | None) -> None:
 @_inputs
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the report to a file.")
-@click.option("--engine", type=click.Choice(["durable", "python"]), default="durable", show_default=True,
+@click.option("--engine", type=click.Choice(ENGINES), default="durable", show_default=True,
               help="Rule matcher back end.")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("--rules", "rules_path", type=click.Path(exists=True), help="Use another rule pack folder.")
 @click.option("--verbose", "-v", is_flag=True, help="Show every evidence value, step and near miss.")
 @click.option("--fail-on", type=click.Choice(["never", "misaligned", "inconclusive"]), default="never",
@@ -204,19 +177,22 @@ def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_f
     on its own against what a healthy run looks like), a --target/--baseline pair (--target alone
     works too), or facts given with --facts."""
     from engine import progress
-    from engine.diagnosis import diagnose as run_diagnosis
+    from engine.api import diagnose_case
     from engine.render import render
 
     progress.set_quiet(fmt == "json" or out is not None and fmt != "text")
     _check_out(out)
     warnings = Warnings()
     with _time_budget(time_budget):
-        facts = _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, warnings)
-        _declare_changes(facts, case_dir, changed, warnings)
-        diag = run_diagnosis(facts, engine=engine, lang=lang, rules_path=rules_path, warnings=warnings)
+        _check_inputs(case_dir, target, baseline, facts_files)
+        result = diagnose_case(case_dir, target=target, baseline=baseline, target_reruns=target_reruns,
+                               baseline_reruns=baseline_reruns, facts=_fact_files(facts_files), changed=changed,
+                               engine=engine, lang=lang, rules_path=rules_path, warnings=warnings,
+                               series=fmt == "html")
+    diag = result.diagnosis
     kw = {"verbose": verbose} if fmt == "text" else {}
     if fmt == "html":
-        kw = {"case_dir": case_dir, "target": target, "baseline": baseline}
+        kw = {"series": result.series}
     _emit(render(diag, fmt, **kw), out)
     if fail_on == "misaligned" and diag.verdict == "misaligned":
         sys.exit(1)
@@ -232,7 +208,7 @@ def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_f
 def facts(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, fmt, vocabulary):
     """Print the facts the matcher would see (or, with --vocabulary, every fact type)."""
     from engine import progress
-    from engine.vocabulary import vocabulary_json, vocabulary_text
+    from engine.facts.describe import vocabulary_json, vocabulary_text
 
     progress.set_quiet(fmt == "json")
     if vocabulary:
@@ -262,14 +238,10 @@ def facts(case_dir, target, baseline, target_reruns, baseline_reruns, facts_file
 def inspect(case_dir, fmt):
     """List what was recognised in a case or run folder (or one file), as what, and what was
     ignored and why."""
-    from engine import discovery
+    from engine.inspection import inspect_folder, render_inspect_text
 
-    warnings = Warnings()
-    case = discovery.discover_folder(Path(case_dir), warnings=warnings)
-    report = discovery.inspect_case(case)
-    if warnings.items:
-        report.setdefault("warnings", warnings.items)
-    _emit(json.dumps(report, indent=2, default=str) if fmt == "json" else discovery.render_inspect_text(report), None)
+    report = inspect_folder(case_dir)
+    _emit(json.dumps(report, indent=2, default=str) if fmt == "json" else render_inspect_text(report), None)
 
 
 # ------------------------------------------------------------------ schema / explain
@@ -283,7 +255,7 @@ def schema():
 
 @main.command()
 @click.argument("name")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def explain(name, lang, fmt):
     """Explain a rule (by id) or a failure mode (by id): what it means, what fires it, what to do."""
@@ -333,11 +305,11 @@ def rules_lint(rules_path, fmt):
 
 @rules.command("test")
 @click.option("--rules", "rules_path", type=click.Path(exists=True))
-@click.option("--engine", type=click.Choice(["durable", "python"]), default="python", show_default=True)
+@click.option("--engine", type=click.Choice(ENGINES), default="python", show_default=True)
 @click.option("-k", "select", help="Only cases whose rule id contains this text.")
 def rules_test(rules_path, engine, select):
     """Run the rule test cases (rules/**/*.test.yaml); exit 1 on any failure or zero cases."""
-    from engine.rulepack.ruletest import run_rule_tests
+    from engine.rulerunner import run_rule_tests
 
     results = run_rule_tests(rules_path, engine=engine, select=select)
     failed = [r for r in results if not r.passed]
@@ -381,7 +353,7 @@ def audit(fmt, fail_under, rules_path, fail_unread):
 @click.option("--list", "list_faults", is_flag=True, help="List the fault catalogue.")
 @click.option("--steps", type=int, default=None, help="Training steps per run.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("--watch", "watch_run", is_flag=True,
               help="Train the target under precdx watch: catch the breach live, capture and replay that "
                    "step, then diagnose the captured case.")
@@ -404,8 +376,7 @@ def demo(fault, out_dir, list_faults, steps, fmt, lang, watch_run):
     if fault not in lab.FAULTS:
         raise PrecdxError(f"unknown fault {fault!r}", hint="choose from " + ", ".join(lab.FAULTS))
     from engine import progress
-    from engine.diagnosis import diagnose as run_diagnosis
-    from engine.pipeline import collect, discover
+    from engine.api import diagnose_case
     from engine.render import render
 
     progress.set_quiet(fmt == "json")
@@ -416,10 +387,8 @@ def demo(fault, out_dir, list_faults, steps, fmt, lang, watch_run):
         click.echo(f"precdx demo: training baseline and target with fault '{fault}' ...", err=True)
         case_dir = lab.run_demo(fault, Path(out_dir), **kw)
     click.echo(f"precdx demo: artefacts written to {case_dir}; diagnosing ...", err=True)
-    warnings = Warnings()
-    facts = collect(discover(case_dir, warnings=warnings), warnings)
-    diag = run_diagnosis(facts, lang=lang, warnings=warnings)
-    _emit(render(diag, fmt, **({"case_dir": str(case_dir)} if fmt == "html" else {})), None)
+    result = diagnose_case(case_dir, lang=lang, series=fmt == "html")
+    _emit(render(result.diagnosis, fmt, **({"series": result.series} if fmt == "html" else {})), None)
 
 
 def _fault_table(faults) -> str:
@@ -491,13 +460,10 @@ def replay(case_dir, step, model_fn, step_fn, batch_fn, checkpoint, side, then_d
                       checkpoint=checkpoint, side=side, quiet=True)
     click.echo(f"precdx replay: wrote {dump}", err=True)
     if then_diagnose:
-        from engine.diagnosis import diagnose as run_diagnosis
-        from engine.pipeline import collect, discover
+        from engine.api import diagnose_case
         from engine.render import render
 
-        warnings = Warnings()
-        diag = run_diagnosis(collect(discover(case_dir, warnings=warnings), warnings), warnings=warnings)
-        _emit(render(diag, "text"), None)
+        _emit(render(diagnose_case(case_dir).diagnosis, "text"), None)
 
 
 # ------------------------------------------------------------------ serve / ask (optional parts)
@@ -531,7 +497,7 @@ def mcp_server():
 
 @main.command()
 @_inputs
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("--max-questions", type=int, default=12, show_default=True)
 def ask(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, lang, max_questions):
     """Interactive consultation: answer the engine's questions (yes/no/number/skip) one at a time."""

@@ -20,7 +20,7 @@ from engine.ranking import firing_weight, rank, specificity, strength
 from engine.rulepack.devices import applies, run_device
 from engine.rulepack.compiler import PLACEHOLDER, CompiledPack, CompiledRule, Test, compile_rules
 from engine.rulepack.loader import load_rules
-from engine.rulepack.schema import COST_LABELS, COST_LABELS_ZH
+from engine.vocabulary import COST_LABELS, COST_LABELS_ZH
 
 OUTPUT_SCHEMA_VERSION = "1.0"
 REPORT_THRESHOLD = 0.25     # hypotheses below this are not reported

@@ -406,7 +406,7 @@ def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: s
     """The cheapest missing piece of evidence that best splits the belief over modes: for each
     probe, the mass of the modes its facts can confirm or exclude (via the pack's rules), valued
     mass x (1 - mass) (an even split is worth most) per cost weight."""
-    from engine.rulepack.schema import COST_LABELS, COST_LABELS_ZH
+    from engine.vocabulary import COST_LABELS, COST_LABELS_ZH
 
     total = sum(belief.values())
     if total <= 0:

@@ -1,19 +1,20 @@
 """Run discovery: turns run folders (or a case folder) into a `Case` whose runs carry the
-artefacts every collector recognised by content, plus what was ignored and why; also the
-`run` facts and the `precdx inspect` view of a case.
+artefacts every collector recognised by content, plus what was ignored and why. Discovery walks
+and sniffs only: the collectors recognise the files, declare the artefact kinds they read (the
+file names a run layout usually gives them come from there) and turn the case into facts;
+engine/inspection.py shows a discovered case (`precdx inspect`).
 """
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
-from engine.collectors import all_collectors
+from engine.collectors import all_collectors, artefact_kinds, reads_of
 from engine.collectors.base import ROLE_ORDER, Artefact, Case, Collector, RunDir
 from engine.compression import compression_of, read_head
 from engine.errors import PrecdxError, Warnings
-from engine.facts import Fact, make
 
 HEAD_BYTES = 64 * 1024
 # Files above this size are not sniffed: datasets, checkpoints and tensor dumps of this size are
@@ -23,27 +24,8 @@ MAX_FILES_PER_RUN = 50_000
 MAX_DEPTH = 16
 # Folders that never hold run artefacts but can be huge.
 SKIP_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "node_modules", ".venv"}
-# Collectors whose readers decompress .gz / .zst artefacts (engine.compression.open_binary).
-_READS_COMPRESSED = {"logs", "tracking"}
 
 _GROUP_DIR = re.compile(r"^(group|grp|node_?group)[-_]?\d+$", re.IGNORECASE)
-# File names the run layout gives artefacts: when none of them is recognised by content the user
-# hears about it (a garbled env.txt is worth a warning, an unknown notes.txt is not). hosts.txt is
-# read by name (`_read_hosts`), which reports its own problems.
-_WELL_KNOWN_NAMES = {
-    "train.log": "a training log", "env.txt": "an environment listing", "pip_freeze.txt": "a pip listing",
-    "pip_list.txt": "a pip listing", "requirements.txt": "a pip listing", "eval.json": "an evaluation result",
-    "trainer_state.json": "a trainer_state.json", "pretrain_gpt.sh": "a launch script",
-    "run_train.sh": "a launch script", "train_config.yaml": "a training config",
-    "train_config.toml": "a training config", "ds_config.json": "a DeepSpeed config",
-    "dump.json": "an msprobe dump", "stack.json": "an msprobe stack.json",
-    "construct.json": "an msprobe construct.json",
-}
-_WELL_KNOWN_PATTERNS = (
-    (re.compile(r"^compare_result_.*\.(csv|xlsx)$"), "an msprobe compare result"),
-    (re.compile(r"^(grad_reduced|grad_unreduced|actv|actv_grad|exp_avg|exp_avg_sq|param_origin|param_updated)"
-                r"_\d+-\d+\.csv$"), "an msprobe monitor table"),
-)
 # a host name is at most 253 characters (DNS); a longer "name" is junk, not a host
 _HOST_LINE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.:\-]{0,252})(?:\s+slots\s*=\s*\d+|\s*:\s*\d+)?\s*$")
 
@@ -326,8 +308,8 @@ def _sniff_file(run: RunDir, path: Path, real_root: Path, collectors: Sequence[C
         return
     compressed = compression_of(path, head)
     if compressed:
-        # .gz / .zst: the readers of these collectors decompress on the fly; others read raw bytes
-        collectors = [c for c in collectors if getattr(c, "name", "") in _READS_COMPRESSED]
+        # .gz / .zst: the collectors whose readers decompress on the fly; others read raw bytes
+        collectors = [c for c in collectors if reads_of(c).compressed]
         try:
             head = read_head(path, HEAD_BYTES)
         except OSError as exc:
@@ -402,12 +384,10 @@ def _recognised_here(path: Path, head: bytes) -> Artefact | None:
 
 
 def _named_like(name: str) -> str | None:
-    low = name.lower()
-    if low in _WELL_KNOWN_NAMES:
-        return _WELL_KNOWN_NAMES[low]
-    for pattern, what in _WELL_KNOWN_PATTERNS:
-        if pattern.match(low):
-            return what
+    """What a file of this name usually is (an artefact kind a collector declares), or None."""
+    for kind in artefact_kinds():
+        if kind.named_like(name):
+            return kind.what
     return None
 
 
@@ -448,160 +428,9 @@ def _read_hosts(root: Path, warnings: Warnings) -> list[str]:
     return []
 
 
-# --- run facts ---------------------------------------------------------------------------------
-
-_NPU_ENV = re.compile(rb"^(ASCEND_[A-Z_]*|HCCL_[A-Z_]*|NPU_[A-Z_]*)=", re.MULTILINE)
-_GPU_ENV = re.compile(rb"^(CUDA_VISIBLE_DEVICES|NVIDIA_[A-Z_]*|CUDA_HOME|CUDA_VERSION|NCCL_[A-Z_]*)=",
-                      re.MULTILINE)
-_NPU_PIP = re.compile(rb"^torch[-_]npu\b", re.MULTILINE | re.IGNORECASE)
-_GPU_PIP = re.compile(rb"^(nvidia-[a-z0-9-]+|torch==[^\s+]+\+cu\d+|cupy-cuda\w*)\b",
-                      re.MULTILINE | re.IGNORECASE)
-
-
-def guess_device(run: RunDir) -> str:
-    """npu / gpu from the env listing and installed packages; unknown when nothing tells."""
-    npu = gpu = 0
-    for art in run.artefacts:
-        if art.kind not in ("env", "pip"):
-            continue
-        head = _head(art.path)
-        if art.kind == "env":
-            npu += len(_NPU_ENV.findall(head))
-            gpu += len(_GPU_ENV.findall(head))
-        else:
-            npu += 5 * len(_NPU_PIP.findall(head))
-            gpu += len(_GPU_PIP.findall(head))
-    if npu == gpu:
-        return _log_device(run)
-    return "npu" if npu > gpu else "gpu"
-
-
-def _log_device(run: RunDir) -> str:
-    """Without an env or pip listing: the accelerator the run's training log shows."""
-    from engine.collectors.logs.configecho import read_log_info  # the logs area reads logs
-
-    for art in run.artefacts:
-        if art.kind == "log" and art.detail not in ("binary", "empty"):
-            device = read_log_info(art.path).device
-            if device:
-                return device
-    return "unknown"
-
-
-def _head(path: Path, size: int = 1024 * 1024) -> bytes:
+def _head(path: Path, size: int) -> bytes:
     try:
         with path.open("rb") as fh:
             return fh.read(size)
     except OSError:
         return b""
-
-
-def _has(run: RunDir, *prefixes: str) -> bool:
-    return any(a.kind == p or a.kind.startswith(p + ".") or a.kind.startswith(p + "_")
-               for a in run.artefacts for p in prefixes)
-
-
-def run_facts(case: Case) -> list[Fact]:
-    """One `run` fact per RunDir: role, device, framework and which kinds of evidence exist."""
-    from engine.collectors.checklist.frameworks import detect_framework  # checklist owns this
-    out = []
-    groups_per_role: dict[str, int] = {}
-    for run in case.runs:
-        if run.group:
-            groups_per_role[run.role] = groups_per_role.get(run.role, 0) + 1
-    for run in case.runs:
-        grouped = run.group is not None
-        out.append(make(
-            "run", role=run.role, name=run.name, device=guess_device(run),
-            framework=detect_framework(run),
-            has_log=_has(run, "log"),
-            has_dump=_has(run, "msprobe.dump"),
-            has_compare=_has(run, "msprobe.compare"),
-            has_monitor=_has(run, "msprobe.monitor"),
-            has_config=_has(run, "config"),
-            has_env=_has(run, "env"),
-            grouped=grouped, group_count=groups_per_role.get(run.role, 0) if grouped else 0,
-            group=run.group, host_count=len(run.hosts),
-            hosts=",".join(run.hosts) or None, artefacts=len(run.artefacts),
-            source=str(run.root)))
-    return out
-
-
-# --- inspect -----------------------------------------------------------------------------------
-
-def inspect_case(case: Case) -> dict[str, Any]:
-    """What discovery found: per run, each recognised artefact (kind, detail, which collector
-    area) and each ignored file with the reason."""
-    runs = []
-    for run in case.runs:
-        base = run.root if run.root.is_dir() else run.root.parent  # a run given as one file
-        runs.append({
-            "role": run.role,
-            "name": run.name,
-            "root": str(run.root),
-            "group": run.group,
-            "hosts": list(run.hosts),
-            "device": guess_device(run),
-            "recognised": [{"path": _rel(a.path, base), "kind": a.kind, "detail": a.detail}
-                           for a in run.artefacts],
-            "ignored": [{"path": _rel(p, base), "reason": why} for p, why in run.ignored],
-        })
-    return {"root": str(case.root) if case.root else None, "runs": runs}
-
-
-def _rel(path: Path, base: Path) -> str:
-    try:
-        return str(path.relative_to(base))
-    except ValueError:
-        return str(path)
-
-
-def render_inspect_text(report: dict[str, Any], *, max_ignored: int = 20) -> str:
-    """Plain-text rendering of `inspect_case` for the terminal."""
-    lines = []
-    if report.get("root"):
-        lines.append(f"case {report['root']}")
-    for run in report["runs"]:
-        head = f"{run['name']} ({run['role']}, device {run['device']})  {run['root']}"
-        if run["hosts"]:
-            head += f"  hosts: {', '.join(run['hosts'])}"
-        lines.append(head)
-        if not run["recognised"]:
-            lines.append("  recognised: nothing")
-        for art in _collapse(run["recognised"]):
-            detail = f" [{art['detail']}]" if art.get("detail") else ""
-            lines.append(f"  + {art['path']}: {art['kind']}{detail}")
-        ignored = _collapse_ignored(run["ignored"])
-        for item in ignored[:max_ignored]:
-            lines.append(f"  - {item['path']}: ignored, {item['reason']}")
-        if len(ignored) > max_ignored:
-            lines.append(f"  - ... {len(ignored) - max_ignored} more ignored")
-    return "\n".join(lines) + "\n"
-
-
-def _collapse(arts: list[dict]) -> list[dict]:
-    """Many files of one kind in one folder (dump ranks, monitor CSVs) shown as one line."""
-    by_dir: dict[tuple[str, str, str], list[str]] = {}
-    for a in arts:
-        parent = str(Path(a["path"]).parent)
-        by_dir.setdefault((parent, a["kind"], a.get("detail", "")), []).append(a["path"])
-    out = []
-    for (parent, kind, detail), paths in by_dir.items():
-        if len(paths) > 3:
-            out.append({"path": f"{parent}/ ({len(paths)} files)", "kind": kind, "detail": detail})
-        else:
-            out.extend({"path": p, "kind": kind, "detail": detail} for p in paths)
-    return out
-
-
-def _collapse_ignored(items: list[dict]) -> list[dict]:
-    by_dir: dict[tuple[str, str], list[str]] = {}
-    for it in items:
-        by_dir.setdefault((str(Path(it["path"]).parent), it["reason"]), []).append(it["path"])
-    out = []
-    for (parent, reason), paths in by_dir.items():
-        if len(paths) > 3:
-            out.append({"path": f"{parent}/ ({len(paths)} files)", "reason": reason})
-        else:
-            out.extend({"path": p, "reason": reason} for p in paths)
-    return out

@@ -14,15 +14,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine.errors import PrecdxError
+from engine.vocabulary import AREAS, LANGS, Area, Device  # noqa: F401 (declared there)
+from engine.vocabulary import BilingualText as Text
 from engine.yamlsafe import LineDict, LineList, line_of, load_yaml_file
 
-AREAS = ("verdict", "checklist", "determinism", "operator", "numerics", "optimizer", "nan",
-         "memory", "framework", "communication", "hardware", "tooling", "rl")
-Area = Literal["verdict", "checklist", "determinism", "operator", "numerics", "optimizer", "nan",
-               "memory", "framework", "communication", "hardware", "tooling", "rl"]
 Verdict = Literal["misaligned", "aligned", "tooling"]
 Confidence = Literal["high", "medium", "low"]
-LANGS = ("en", "zh")
 TEXT_FIELDS = ("title", "meaning", "impact", "diagnosis", "mitigation")
 
 # G3.1.1 (guide section), TDG (msprobe debugging guide), MSF (MindSpore Transformers guide),
@@ -33,26 +30,13 @@ _ENTRY_ID = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 _STRICT = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
 
-class Text(BaseModel):
-    """One piece of user-facing text in English and Chinese; both are required."""
-
-    model_config = _STRICT
-    en: str = Field(min_length=1)
-    zh: str = Field(min_length=1)
-
-    def get(self, lang: str = "en") -> str:
-        if lang not in LANGS:
-            raise PrecdxError(f"unknown language {lang!r}; expected one of {', '.join(LANGS)}")
-        return self.en if lang == "en" else self.zh
-
-
 class Command(BaseModel):
     """Something a person can run as written (env var, flag change, msprobe call, stress test)."""
 
     model_config = _STRICT
     command: str = Field(min_length=1)
     why: Text
-    device: list[Literal["npu", "gpu", "cpu"]] | None = None  # devices the command applies to (None: all)
+    device: list[Device] | None = None  # devices the command applies to (None: all)
 
 
 Likelihood = Literal["typical", "possible"]

@@ -30,10 +30,10 @@ def discover(case_dir: str | Path | None = None, *, target: str | Path | None = 
 
 def collect(case: Case, warnings: Warnings) -> FactSet:
     """All facts of a case. Collector contradictions keep the first fact and warn."""
-    from engine import discovery
+    from engine.collectors.checklist.runs import run_facts
 
     facts = FactSet()
-    _add_all(facts, discovery.run_facts(case), warnings)
+    _add_all(facts, run_facts(case), warnings)
     for collector in all_collectors():
         try:
             produced = list(collector.collect(case, warnings))

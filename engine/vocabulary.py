@@ -1,32 +1,81 @@
-"""The fact vocabulary rendered for people and tools (docs, `precdx facts --vocabulary`)."""
+"""The closed vocabularies of precdx, declared once and imported wherever they are used: the
+roles of the runs of a comparison, the cost classes of a next step (with their English and
+Chinese labels), the report languages and formats, the rule matcher back ends, the areas of the
+knowledge base, the accelerators, and the bilingual text of rules and kb entries.
+
+This module sits at the bottom of the package layering (tests/test_layering.py): it imports
+nothing from engine but `engine.errors`. The fact vocabulary itself (fact types and their
+fields) is declared in engine/facts/.
+"""
 from __future__ import annotations
 
-from engine.facts import REGISTRY
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.errors import PrecdxError
+
+# The runs of one comparison, in the order they are listed.
+Role = Literal["baseline", "target", "baseline_rerun", "target_rerun"]
+ROLES: tuple[str, ...] = get_args(Role)
+
+# What a next step costs, cheapest first.
+Cost = Literal["read", "rerun", "dump", "long_run", "cluster"]
+COST_CLASSES: tuple[str, ...] = get_args(Cost)
+COST_LABELS = {
+    "read": "read a file / config",
+    "rerun": "rerun a step",
+    "dump": "dump one step",
+    "long_run": "long run",
+    "cluster": "cluster time",
+}
+COST_LABELS_ZH = {
+    "read": "查看文件/配置",
+    "rerun": "重跑一步",
+    "dump": "dump 一步",
+    "long_run": "长稳运行",
+    "cluster": "集群资源",
+}
+
+# Accelerators: those a next step may be written for, and what a run is found to have used.
+Device = Literal["npu", "gpu", "cpu"]
+DEVICES: tuple[str, ...] = get_args(Device)
+RunDevice = Literal["npu", "gpu", "cpu", "unknown"]
+
+# Languages of the user-facing text (reports, kb entries, rule texts).
+Lang = Literal["en", "zh"]
+LANGS: tuple[str, ...] = get_args(Lang)
+
+# Formats a diagnosis is rendered in.
+ReportFormat = Literal["text", "json", "markdown", "html"]
+REPORT_FORMATS: tuple[str, ...] = get_args(ReportFormat)
+
+# Rule matcher back ends (engine/matching/).
+Engine = Literal["durable", "python"]
+ENGINES: tuple[str, ...] = get_args(Engine)
+
+# Areas of the knowledge base (kb/<area>/<mode>.yaml) and of the rule pack (rules/<area>/).
+Area = Literal["verdict", "checklist", "determinism", "operator", "numerics", "optimizer", "nan",
+               "memory", "framework", "communication", "hardware", "tooling", "rl"]
+AREAS: tuple[str, ...] = get_args(Area)
 
 
-def vocabulary_json() -> dict:
-    out = {}
-    for name in sorted(REGISTRY):
-        spec = REGISTRY[name]
-        out[name] = {
-            "doc": spec.doc, "collectors": list(spec.collectors), "identity": list(spec.identity),
-            "fields": {f.name: {"kind": f.kind, "description": f.description, "unit": f.unit,
-                                "matchable": f.match, **({"choices": list(f.choices)} if f.choices else {})}
-                       for f in spec.fields.values()},
-        }
-    return out
+class Text(BaseModel):
+    """Bilingual text: English, and Chinese where written (`get("zh")` falls back to English)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    en: str
+    zh: str | None = None
+
+    def get(self, lang: str = "en") -> str:
+        if lang not in LANGS:
+            raise PrecdxError(f"unknown language {lang!r}; expected one of {', '.join(LANGS)}")
+        return self.zh if lang == "zh" and self.zh else self.en
 
 
-def vocabulary_text() -> str:
-    lines = []
-    for name, spec in sorted(REGISTRY.items()):
-        lines.append(f"{name}  (from: {', '.join(spec.collectors)})")
-        if spec.doc:
-            lines.append(f"    {spec.doc.splitlines()[0]}")
-        for f in spec.fields.values():
-            unit = f" [{f.unit}]" if f.unit else ""
-            choices = f" one of {', '.join(f.choices)}" if f.choices else ""
-            info = "" if f.match else " (descriptive)"
-            lines.append(f"    {f.name}: {f.kind}{unit}{info} — {f.description}{choices}")
-        lines.append("")
-    return "\n".join(lines)
+class BilingualText(Text):
+    """Text that must be written in both languages (kb entries): both non-empty, trimmed."""
+
+    model_config = ConfigDict(str_strip_whitespace=True)
+    en: str = Field(min_length=1)
+    zh: str = Field(min_length=1)

@@ -20,3 +20,60 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def repo_dir() -> Path:
     return REPO
+
+
+# ---------------------------------------------------------------- the fast lane (-m "not slow")
+# A module whose every test is slow says so with a module-level `pytestmark = pytest.mark.slow`.
+# When the mark expression leaves slow tests out, such a module is not even imported: several
+# of them import torch, transformers or lightning, which alone costs seconds of the fast lane.
+# Services tests marked slow here, by node id, because tests/service stays as it was through the
+# router split of the service (issue 15).
+SLOW_ELSEWHERE = {
+    "tests/service/test_openapi_fuzz.py": "fuzzes the whole API",
+    "tests/service/test_sessions.py::test_sessions_survive_a_server_restart": "starts and restarts a real server",
+}
+
+
+def _deselects_slow(config) -> bool:
+    expr = config.getoption("markexpr", "") or ""
+    if "slow" not in expr:
+        return False
+    from _pytest.mark.expression import Expression
+
+    compiled = Expression.compile(expr)
+    # a wholly slow module is skipped only when the expression is false for its tests whatever
+    # other marks they carry (checked at both extremes: no other mark, every other mark)
+    return not compiled.evaluate(lambda name: name == "slow") and not compiled.evaluate(lambda name: True)
+
+
+def _wholly_slow(path: Path) -> bool:
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            marks = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            return any(isinstance(m, ast.Attribute) and m.attr == "slow" for m in marks)
+    return False
+
+
+def pytest_ignore_collect(collection_path: Path, config):
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    rel = collection_path.resolve().relative_to(REPO).as_posix() if collection_path.resolve().is_relative_to(REPO) \
+        else ""
+    if _deselects_slow(config) and (_wholly_slow(collection_path) or SLOW_ELSEWHERE.get(rel)):
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        rel = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else ""
+        why = SLOW_ELSEWHERE.get(rel) or SLOW_ELSEWHERE.get(f"{rel}::{item.originalname}")
+        if why:
+            item.add_marker(pytest.mark.slow)

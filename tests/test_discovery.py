@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from engine.collectors.checklist import COLLECTOR as CHECKLIST
-from engine.discovery import (discover_case, discover_folder, discover_runs, inspect_case,
-                              render_inspect_text, run_facts)
+from engine.collectors.checklist.runs import run_facts
+from engine.discovery import discover_case, discover_folder, discover_runs
+from engine.inspection import inspect_case, render_inspect_text
 from engine.errors import PrecdxError, Warnings
 
 ENV = "CUDA_VISIBLE_DEVICES=0\nCUDA_HOME=/usr/local/cuda\nNCCL_DEBUG=WARN\nHOME=/root\n"

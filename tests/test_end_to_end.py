@@ -49,6 +49,7 @@ def test_json_output_matches_schema(shared_dir):
     assert {"verdict", "hypotheses", "facts", "warnings", "symptoms"} <= set(schema["properties"])
 
 
+@pytest.mark.slow  # the rule cases run under both matchers in the fast lane
 def test_engines_agree_on_scenarios(shared_dir):
     """The durable-rules matcher and the Python reference evaluator rank the same modes with the
     same scores on every scenario."""

@@ -70,25 +70,61 @@ def _case_with_logs(shared_dir: Path) -> Path:
     pytest.skip("no scenario case with baseline and target train.log")
 
 
+def _series(case: Path):
+    from engine.api import run_series
+    from engine.pipeline import discover
+
+    return run_series(discover(case))
+
+
 def test_report_embeds_the_loss_plot_as_png(shared_dir):
     pytest.importorskip("engine.collectors.logs.plot")
-    case = _case_with_logs(shared_dir)
-    page = render_html(_diag(), case_dir=str(case))
+    series = _series(_case_with_logs(shared_dir))
+    assert {s.role for s in series} >= {"baseline", "target"}
+    page = render_html(_diag(), series=series)
     found = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert found, "no embedded plot"
     assert base64.b64decode(found.group(1))[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "No run folders were given" not in page
+
+
+def test_the_renderer_reads_no_files(shared_dir, monkeypatch):
+    """The page is made from the diagnosis and the series the caller read: rendering neither
+    discovers the case again nor parses a log."""
+    series = _series(_case_with_logs(shared_dir))
+    import engine.collectors.logs.runs as runs
+    import engine.discovery as discovery
+
+    def refuse(*_a, **_k):
+        raise AssertionError("the HTML renderer read the runs itself")
+
+    for module, name in ((discovery, "discover_folder"), (discovery, "discover_runs"), (runs, "load_run_series")):
+        monkeypatch.setattr(module, name, refuse)
+    assert "data:image/png;base64," in render_html(_diag(), series=series)
+
+
+def test_cli_html_report_plots_the_case_it_diagnosed(shared_dir, tmp_path):
+    from click.testing import CliRunner
+
+    from engine.cli import main
+
+    out = tmp_path / "report.html"
+    res = CliRunner().invoke(main, ["diagnose", str(_case_with_logs(shared_dir)), "--format", "html",
+                                    "--engine", "python", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "data:image/png;base64," in out.read_text(encoding="utf-8")
 
 
 def test_missing_plot_module_is_a_note_not_a_failure(shared_dir, monkeypatch):
-    case = _case_with_logs(shared_dir)
+    series = _series(_case_with_logs(shared_dir))
     monkeypatch.setitem(sys.modules, "engine.collectors.logs.plot", None)  # import now fails
-    page = render_html(_diag(), case_dir=str(case))
+    page = render_html(_diag(), series=series)
     assert "Plot unavailable" in page and "data:image/png" not in page
 
 
-def test_unreadable_case_is_a_note(tmp_path):
-    page = render_html(_diag(), case_dir=str(tmp_path / "nowhere"))
-    assert "Plot unavailable" in page and "does not exist" in page
+def test_runs_without_a_curve_are_a_note():
+    assert "Plot unavailable: no training curve to plot" in render_html(_diag(), series=[])
+    assert "无法生成曲线图" in render_html(_diag("zh"), series=[])
 
 
 def _chromium() -> str | None:
@@ -107,7 +143,7 @@ def test_report_renders_in_headless_chromium_and_is_not_blank(tmp_path, shared_d
 
     case = _case_with_logs(shared_dir)
     report = tmp_path / "report.html"
-    report.write_text(render_html(_diag(), case_dir=str(case)), encoding="utf-8")
+    report.write_text(render_html(_diag(), series=_series(case)), encoding="utf-8")
     shot = tmp_path / "shot.png"
     log = tmp_path / "chromium.log"
     # output to a file, not a pipe: chromium's helper processes keep a pipe open after it exits

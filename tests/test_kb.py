@@ -318,8 +318,13 @@ def test_empty_kb_is_an_error(tmp_path):
     assert "empty" in _error(tmp_path).message
 
 
-def test_area_list_matches_the_model():
-    from typing import get_args
+def test_area_folders_are_vocabulary_areas():
+    """kb/<area>/ and rules/<area>/ folders use the areas declared once in engine.vocabulary
+    (rules/symptoms/ holds the symptom rules, which belong to no area)."""
+    from engine.paths import rules_dir
+    from engine.vocabulary import AREAS
 
-    from engine.kb import AREAS, Area
-    assert AREAS == get_args(Area)
+    kb_areas = {p.name for p in kb_dir().iterdir() if p.is_dir()}
+    rule_areas = {p.name for p in Path(rules_dir()).iterdir() if p.is_dir()} - {"symptoms"}
+    assert kb_areas and kb_areas <= set(AREAS), sorted(kb_areas - set(AREAS))
+    assert rule_areas and rule_areas <= set(AREAS), sorted(rule_areas - set(AREAS))

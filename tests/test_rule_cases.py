@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.paths import rules_dir
-from engine.rulepack.ruletest import available_engines, load_cases, run_case
+from engine.rulepack.ruletest import load_cases
+from engine.rulerunner import available_engines, run_case
 
 
 def _case_id(case) -> str:

@@ -4,14 +4,14 @@ collector interface. A collector knows one area of artefacts, recognises its fil
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Protocol
 
 from engine.errors import Warnings
 from engine.facts import Fact
-
-ROLE_ORDER = ("baseline", "target", "baseline_rerun", "target_rerun")
+from engine.vocabulary import ROLES as ROLE_ORDER  # noqa: F401 (declared there)
 
 
 @dataclass
@@ -21,6 +21,33 @@ class Artefact:
     path: Path
     kind: str          # area-qualified kind, e.g. "log", "msprobe.dump", "config.launch", "env", "pip"
     detail: str = ""   # format or flavour, e.g. "megatron", "hf_trainer", "statistics/mix"
+
+
+@dataclass(frozen=True)
+class ArtefactKind:
+    """An artefact kind a collector reads, what it is in words, and the file names a run layout
+    usually gives it: discovery recognises files by content only, but warns when a file named
+    like one of these is not recognised as one (a garbled env.txt is worth a warning, an
+    unknown notes.txt is not)."""
+
+    kind: str                      # e.g. "log", "env", "msprobe.compare_result"
+    what: str                      # e.g. "a training log"
+    names: tuple[str, ...] = ()    # exact file names (lower case)
+    pattern: str | None = None     # or a regular expression the lower-case file name matches
+
+    def named_like(self, name: str) -> bool:
+        low = name.lower()
+        return low in self.names or (self.pattern is not None and re.match(self.pattern, low) is not None)
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What a collector declares it reads (module `kinds` of its package, `READS`): its artefact
+    kinds, and whether its readers decompress .gz / .zst files (only such collectors are shown
+    a compressed file's decompressed head)."""
+
+    kinds: tuple[ArtefactKind, ...] = ()
+    compressed: bool = False
 
 
 @dataclass

@@ -8,10 +8,11 @@ import importlib
 import pkgutil
 
 from engine.facts.base import (  # noqa: F401
-    REGISTRY, ROLES, Bool, F, Fact, FactSpec, FieldSpec, Int, Num, NONFINITE_SUFFIX,
+    REGISTRY, Bool, F, Fact, FactSpec, FieldSpec, Int, Num, NONFINITE_SUFFIX,
     fact_type, make, match_dict, parse_fact,
 )
 from engine.facts.factset import FactSet, load_fact_files  # noqa: F401
+from engine.vocabulary import ROLES  # noqa: F401 (declared there)
 
 for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     if _mod not in ("base", "factset"):

@@ -85,7 +85,6 @@ Num = Annotated[float, BeforeValidator(_parse_num), PlainSerializer(_dump_num, w
 Int = Annotated[int, BeforeValidator(_parse_int)]
 Bool = Annotated[bool, BeforeValidator(_parse_bool)]
 
-ROLES = ("baseline", "target", "baseline_rerun", "target_rerun")
 
 
 def F(description: str, *, unit: str | None = None, match: bool = True, default: Any = None,

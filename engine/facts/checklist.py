@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Literal, Optional
 
 from engine.facts.base import Bool, F, Fact, Int, Num, fact_type
+from engine.vocabulary import Role, RunDevice
 
-Role = Literal["baseline", "target", "baseline_rerun", "target_rerun"]
 
 ConfigCategory = Literal["hyperparameter", "parallel", "precision", "framework_option",
                          "determinism", "data", "model", "logging", "device", "other"]
@@ -117,7 +117,7 @@ class EnvSwitch(Fact):
     name: str = F("canonical (NPU-side) variable name, e.g. HCCL_DETERMINISTIC, INF_NAN_MODE_ENABLE; "
                   "GPU-only switches keep their own name (CUBLAS_WORKSPACE_CONFIG)")
     category: EnvCategory = F("what the switch governs")
-    device: Literal["npu", "gpu", "cpu", "unknown"] = F("device the run used")
+    device: RunDevice = F("device the run used")
     applies: Bool = F("the switch (or its equivalent) exists on this run's device")
     is_set: Bool = F("the variable (or its device equivalent) is set in the env listing or "
                      "exported by the launch script")

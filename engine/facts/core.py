@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Literal, Optional
 
 from engine.facts.base import Bool, F, Fact, Int, Num, fact_type
+from engine.vocabulary import Role, RunDevice
 
-Role = Literal["baseline", "target", "baseline_rerun", "target_rerun"]
 
 
 @fact_type("run", collectors=("discovery",), identity=("role", "name"))
@@ -15,7 +15,7 @@ class Run(Fact):
 
     role: Role = F("which side of the comparison this run is")
     name: str = F("run name (folder name, or group name for grouped runs)", default="")
-    device: Literal["npu", "gpu", "cpu", "unknown"] = F("accelerator the run used", default="unknown")
+    device: RunDevice = F("accelerator the run used", default="unknown")
     framework: str = F("training framework detected from its log or scripts", default="unknown")
     has_log: Bool = F("a training log was parsed", default=False)
     has_dump: Bool = F("an msprobe-format dump was found", default=False)

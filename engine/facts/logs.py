@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Literal, Optional
 
 from engine.facts.base import Bool, F, Fact, Int, Num, fact_type
+from engine.vocabulary import Role
 
-Role = Literal["baseline", "target", "baseline_rerun", "target_rerun"]
 # `Optional[str]`, not `str | None`: the registry's type check accepts typing.Union only.
 _C = ("logs",)
 

@@ -16,25 +16,19 @@ Chinese), and `precdx://failure-modes` (the catalogue as JSON).
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from engine.errors import PrecdxError, Warnings
+from engine.vocabulary import Lang
 
-Lang = Literal["en", "zh"]
 KB_URI = "precdx://kb/{mode}"
 MAX_FACTS = 50_000
 
 
 # ------------------------------------------------------------------ the engine calls (no MCP here)
-def _facts_from_case(case_dir: str | None, target: str | None, baseline: str | None,
-                     target_reruns: list[str], baseline_reruns: list[str], warnings: Warnings):
-    from engine.pipeline import collect, discover
-
+def _require_case(case_dir: str | None, target: str | None) -> None:
     if not (case_dir or target):
         raise PrecdxError("give case_dir (a folder holding baseline/ and target/), or target (and baseline)")
-    case = discover(case_dir, target=target, baseline=baseline, target_reruns=target_reruns,
-                    baseline_reruns=baseline_reruns, warnings=warnings)
-    return collect(case, warnings)
 
 
 def _facts_from_list(facts: list[dict[str, Any]]):
@@ -50,24 +44,25 @@ def _facts_from_list(facts: list[dict[str, Any]]):
     return out
 
 
-def _diagnosis(facts, lang: str, warnings: Warnings) -> dict[str, Any]:
-    from engine.diagnosis import diagnose
-
-    diag = diagnose(facts, lang=lang, warnings=warnings)
+def _as_json(diag) -> dict[str, Any]:
     return json.loads(diag.model_dump_json())
 
 
 def diagnose_case(case_dir: str | None = None, target: str | None = None, baseline: str | None = None,
                   target_reruns: list[str] | None = None, baseline_reruns: list[str] | None = None,
                   lang: Lang = "en") -> dict[str, Any]:
-    warnings = Warnings()
-    facts = _facts_from_case(case_dir, target, baseline, list(target_reruns or []), list(baseline_reruns or []),
-                             warnings)
-    return _diagnosis(facts, lang, warnings)
+    from engine import api
+
+    _require_case(case_dir, target)
+    return _as_json(api.diagnose_case(case_dir, target=target, baseline=baseline,
+                                      target_reruns=list(target_reruns or []),
+                                      baseline_reruns=list(baseline_reruns or []), lang=lang).diagnosis)
 
 
 def diagnose_facts(facts: list[dict[str, Any]], lang: Lang = "en") -> dict[str, Any]:
-    return _diagnosis(_facts_from_list(facts), lang, Warnings())
+    from engine import api
+
+    return _as_json(api.diagnose_case(facts=_facts_from_list(facts), lang=lang).diagnosis)
 
 
 def explain(name: str, lang: Lang = "en") -> dict[str, Any]:
@@ -99,19 +94,21 @@ def list_failure_modes(area: str | None = None, lang: Lang = "en") -> list[dict[
 def next_evidence(case_dir: str | None = None, target: str | None = None, baseline: str | None = None,
                   facts: list[dict[str, Any]] | None = None, limit: int = 5,
                   lang: Lang = "en") -> dict[str, Any]:
+    from engine.api import gather
     from engine.diagnosis import diagnose
-    from engine.facts import FactSet
     from engine.planner.nextbest import plan
 
-    warnings = Warnings()
-    all_facts = FactSet()
-    if case_dir or target:
-        all_facts = _facts_from_case(case_dir, target, baseline, [], [], warnings)
-    if facts:
-        for f in _facts_from_list(facts):
-            all_facts.add(f)
     if not (case_dir or target or facts):
         raise PrecdxError("give case_dir, target (and baseline), or facts")
+    warnings = Warnings()
+    with_runs = bool(case_dir or target)  # a baseline alone is no case: only the facts are used
+
+    def given():  # read after the runs' facts, as they are added
+        if facts:
+            yield from _facts_from_list(facts)
+
+    all_facts = gather(case_dir, target=target, baseline=baseline if with_runs else None, facts=given(),
+                       warnings=warnings).facts
     diag = diagnose(all_facts, engine="python", lang=lang, warnings=warnings)
     steps = plan(all_facts, engine="python", lang=lang, diag=diag, limit=max(1, min(limit, 50)))
     return {"verdict": diag.verdict,

@@ -37,7 +37,7 @@ from engine.planner.costs import COST_WEIGHT, fact_cost, observation_cost
 from engine.ranking import ModeScore, firing_weight, specificity
 from engine.rulepack.compiler import CompiledPack, CompiledRule
 from engine.rulepack.devices import run_device
-from engine.rulepack.schema import COST_LABELS, COST_LABELS_ZH
+from engine.vocabulary import COST_LABELS, COST_LABELS_ZH, Cost
 
 PRIOR = 0.05            # flat prior mass per mode in play
 TEST_ACCURACY = 0.8     # P(an experiment confirms | its hypothesis holds) = P(refutes | it does not)
@@ -63,7 +63,7 @@ class Suggestion(BaseModel):
     command: str | None = None
     why: str = ""
     answer: Literal["yes_no", "number", "none"] = Field(description="how the outcome is reported back")
-    cost: Literal["read", "rerun", "dump", "long_run", "cluster"]
+    cost: Cost
     cost_label: str
     gain: float = Field(description="expected entropy reduction of the hypothesis belief (bits)")
     value: float = Field(description="gain per cost weight: the ranking key")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from engine.diagnosis import Diagnosis
-
-FORMATS = ("text", "json", "markdown", "html")
+from engine.vocabulary import REPORT_FORMATS as FORMATS  # noqa: F401 (declared there)
 
 
 def render(diag: Diagnosis, fmt: str, **kw) -> str:

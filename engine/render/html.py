@@ -9,9 +9,12 @@ import html
 import json
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from engine.diagnosis import Diagnosis, Hypothesis, grade_label
+
+if TYPE_CHECKING:
+    from engine.collectors.logs.series import StepSeries
 
 _L = {
     "en": {"title": "precdx report", "verdict": "Verdict", "plot": "Loss and grad norm", "symptoms": "Symptoms",
@@ -20,7 +23,8 @@ _L = {
            "steps": "Next steps (cheapest first)", "refs": "References", "rules": "Rules",
            "against": "argues against", "near": "Near misses (rules one condition short)", "facts": "Facts",
            "warnings": "Warnings", "score": "score", "no_runs": "No run folders were given (facts only), so there is no plot.",
-           "no_plot": "Plot unavailable", "engine": "engine", "pack": "rule pack", "side": "side",
+           "no_plot": "Plot unavailable", "no_curve": "no training curve to plot", "engine": "engine",
+           "pack": "rule pack", "side": "side",
            "basis": "Basis", "missing": "would firm it up", "split": "Cheapest step that splits the differential"},
     "zh": {"title": "precdx 诊断报告", "verdict": "结论", "plot": "Loss 与梯度范数", "symptoms": "症状",
            "hyps": "假设（按可能性排序）", "none": "没有假设达到报告阈值。",
@@ -28,7 +32,8 @@ _L = {
            "steps": "下一步（按成本从低到高）", "refs": "参考", "rules": "规则",
            "against": "反对", "near": "差一个条件即可触发的规则", "facts": "事实",
            "warnings": "警告", "score": "得分", "no_runs": "未提供运行目录（仅有事实），因此没有曲线图。",
-           "no_plot": "无法生成曲线图", "engine": "引擎", "pack": "规则包", "side": "侧",
+           "no_plot": "无法生成曲线图", "no_curve": "没有可绘制的训练曲线", "engine": "引擎",
+           "pack": "规则包", "side": "侧",
            "basis": "依据", "missing": "尚缺", "split": "最能区分各假设的最低成本下一步"},
 }
 
@@ -76,27 +81,23 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _plot_section(case_dir, target, baseline, L: dict) -> str:
-    if not (case_dir or target):
+def _plot_section(series, L: dict) -> str:
+    """The curves the caller read (engine.api.diagnose_case(series=True)) as an embedded PNG;
+    None means no run was given."""
+    if series is None:
         return f'<p class="note">{_e(L["no_runs"])}</p>'
-    try:
-        from engine.collectors.logs.plot import plot_curves
-    except ImportError as exc:
-        return f'<p class="note">{_e(L["no_plot"])}: {_e(exc)}</p>'
-    from engine.errors import PrecdxError, Warnings
-    from engine.pipeline import discover
+    if not series:
+        return f'<p class="note">{_e(L["no_plot"])}: {_e(L["no_curve"])}</p>'
+    from engine.errors import PrecdxError
 
-    warnings = Warnings()
     with tempfile.TemporaryDirectory(prefix="precdx-plot-") as tmp:
-        out = Path(tmp) / "curves.png"
         try:
-            case = discover(case_dir, target=target, baseline=baseline)
-            written = plot_curves(case, out, warnings)
+            from engine.collectors.logs.plot import plot_series
+            written = plot_series(list(series), Path(tmp) / "curves.png")
+        except ImportError as exc:  # matplotlib (or the plot module) not installed
+            return f'<p class="note">{_e(L["no_plot"])}: {_e(exc)}</p>'
         except PrecdxError as exc:
             return f'<p class="note">{_e(L["no_plot"])}: {_e(exc.render())}</p>'
-        if not written or not Path(written).is_file():
-            why = "; ".join(w["message"] for w in warnings) or "no curve"
-            return f'<p class="note">{_e(L["no_plot"])}: {_e(why)}</p>'
         data = base64.b64encode(Path(written).read_bytes()).decode("ascii")
     return f'<figure><img alt="{_e(L["plot"])}" src="data:image/png;base64,{data}"></figure>'
 
@@ -153,8 +154,9 @@ def _basis(diag: Diagnosis, L: dict) -> str:
     return f'<p class="meta">{_e(L["basis"])} ({_e(b.kind)}): {_e(b.text)}{missing}</p>'
 
 
-def render_html(diag: Diagnosis, case_dir: str | None = None, target: str | None = None,
-                baseline: str | None = None) -> str:
+def render_html(diag: Diagnosis, series: Sequence[StepSeries] | None = None) -> str:
+    """The report page; `series` are the runs' training curves to plot (None: facts only, no
+    run was given)."""
     L = _L.get(diag.lang, _L["en"])
     colour = _COLOURS.get(diag.verdict, "#57606a")
     verdict_word = {"en": diag.verdict, "zh": {"aligned": "精度对齐", "misaligned": "精度不对齐",
@@ -170,7 +172,7 @@ def render_html(diag: Diagnosis, case_dir: str | None = None, target: str | None
         _basis(diag, L),
         f'<p class="meta">precdx {_e(diag.precdx_version)} · {_e(L["engine"])} {_e(diag.engine)} · '
         f'{_e(L["pack"])} {_e(diag.rule_pack)} · schema {_e(diag.schema_version)}</p></header>',
-        f"<section><h2>{_e(L['plot'])}</h2>{_plot_section(case_dir, target, baseline, L)}</section>",
+        f"<section><h2>{_e(L['plot'])}</h2>{_plot_section(series, L)}</section>",
     ]
     if diag.symptoms:
         items = "".join(f"<li><strong>{_e(s.title)}</strong> <code>{_e(s.id)}</code>"

@@ -16,8 +16,7 @@ import re
 from typing import Iterable
 
 from engine.facts import Fact
-
-KNOWN = ("npu", "gpu", "cpu")
+from engine.vocabulary import DEVICES as KNOWN
 
 # Words that only make sense on one device family (commands, env variables, tools, APIs).
 NPU_ONLY = re.compile(

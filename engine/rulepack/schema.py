@@ -24,38 +24,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from engine.vocabulary import (  # noqa: F401 (declared there)
+    COST_CLASSES, COST_LABELS, COST_LABELS_ZH, DEVICES, Cost, Device, Text,
+)
+
 SCHEMA_VERSION = 1
-COST_CLASSES = ("read", "rerun", "dump", "long_run", "cluster")
-COST_LABELS = {
-    "read": "read a file / config",
-    "rerun": "rerun a step",
-    "dump": "dump one step",
-    "long_run": "long run",
-    "cluster": "cluster time",
-}
-COST_LABELS_ZH = {
-    "read": "查看文件/配置",
-    "rerun": "重跑一步",
-    "dump": "dump 一步",
-    "long_run": "长稳运行",
-    "cluster": "集群资源",
-}
 OPERATORS = ("eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "exists", "nonfinite", "matches")
 JOIN_OPERATORS = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class Text(_Strict):
-    """Bilingual text; `zh` falls back to `en` when absent at render time."""
-
-    en: str
-    zh: str | None = None
-
-    def get(self, lang: str) -> str:
-        return (self.zh if lang == "zh" and self.zh else self.en)
 
 
 class Ref(_Strict):
@@ -81,10 +60,6 @@ class When(_Strict):
         return self
 
 
-DEVICES = ("npu", "gpu", "cpu")
-Device = Literal["npu", "gpu", "cpu"]
-
-
 class NextStep(_Strict):
     """One thing a person can do next. `device` lists the accelerators of the diagnosed (target)
     run the step applies to: an NPU-only switch (HCCL_DETERMINISTIC, ascend-dmi, ...) says
@@ -94,7 +69,7 @@ class NextStep(_Strict):
     action: Text
     command: str | None = None
     why: Text | None = None
-    cost: Literal["read", "rerun", "dump", "long_run", "cluster"]
+    cost: Cost
     device: list[Device] | None = None
 
     @field_validator("device")

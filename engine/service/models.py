@@ -7,8 +7,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.diagnosis import Diagnosis
 from engine.planner.nextbest import Suggestion
+from engine.vocabulary import Lang
 
-Lang = Literal["en", "zh"]
 Format = Literal["json", "markdown"]
 
 

@@ -226,7 +226,7 @@ def test_changed_option_through_the_cli(tmp_path):
 
 
 def test_case_yaml_declares_changes(tmp_path):
-    from engine.cli import _declare_changes
+    from engine.api import _declare_changes
     (tmp_path / "case.yaml").write_text("changed: [context-parallel-size]\n")
     facts = FactSet()
     _declare_changes(facts, str(tmp_path), (), Warnings())

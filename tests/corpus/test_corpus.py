@@ -129,11 +129,17 @@ GENERATORS: dict[str, Callable[[Path], None]] = {
 
 
 # ------------------------------------------------------------------ the cases
+# Inputs that take a second or more each (5,000 facts, 200,000 empty lines, 3,000 nested
+# expansions, a 5 MiB key): run outside the fast lane (pytest -m 'not slow').
+SLOW = {"facts/many_facts.yaml", "log/only_newlines.log", "launch/deep_default_expansion.sh", "dump/huge_key.json"}
+
+
 def _entries() -> list:
     params = []
     for section in ("corpus", "generated"):
         for name, spec in MANIFEST[section].items():
             marks = [pytest.mark.xfail(reason=spec["gap"], strict=True)] if spec.get("gap") else []
+            marks += [pytest.mark.slow] if name in SLOW else []
             params.append(pytest.param(section, name, dict(spec), id=name, marks=marks))
     return params
 

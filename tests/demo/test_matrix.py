@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains the demo model in every evidence form: outside the fast lane (pytest -m 'not slow')
+
 pytest.importorskip("torch")
 
 import importlib.util  # noqa: E402

@@ -140,6 +140,7 @@ def _generate(rng: random.Random, used: Counter):
                 raise
 
 
+@pytest.mark.slow  # random packs and facts, like the fuzz tests (the rule cases run both engines in the fast lane)
 def test_random_packs_match_the_reference():
     rng = random.Random(SEED)
     used: Counter = Counter()

@@ -6,7 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from engine.errors import PrecdxError
-from engine.rulepack.ruletest import available_engines, case_counts, load_cases, run_case, run_rule_tests
+from engine.rulepack.ruletest import case_counts, load_cases
+from engine.rulerunner import available_engines, run_case, run_rule_tests
 from tests.rulepack.builders import diff_fact, good_cases, good_pack, rule_doc, write_cases, write_rule
 
 ENGINES = available_engines()

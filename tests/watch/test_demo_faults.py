@@ -93,6 +93,7 @@ def cases(tmp_path_factory):
         torch.set_num_threads(threads)
 
 
+@pytest.mark.slow  # trains every demo fault under the watcher
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_fault_caught_at_first_breach_and_diagnosed(cases, name):
     torch.set_num_threads(1)

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains with the real Lightning Trainer: outside the fast lane (pytest -m 'not slow')
+
 pytest.importorskip("torch")
 pytest.importorskip("lightning")
 

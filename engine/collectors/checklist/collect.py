@@ -6,6 +6,7 @@ from engine.collectors.base import Case
 from engine.collectors.checklist import configdiff, determinism, envswitches, evals, libraries, structure
 from engine.collectors.checklist.pairs import comparison_pairs, pair_name
 from engine.collectors.checklist.runconfig import RunConfig, build
+from engine.collectors.checklist.runs import guess_device
 from engine.errors import Warnings
 from engine.facts import Fact
 
@@ -20,8 +21,6 @@ def run_versions(cfg: RunConfig) -> dict[str, str]:
 
 
 def collect(case: Case, warnings: Warnings) -> list[Fact]:
-    from engine.discovery import guess_device  # discovery owns device detection
-
     facts: list[Fact] = []
     configs: dict[str, RunConfig] = {}
     devices: dict[str, str] = {}

@@ -206,7 +206,7 @@ def test_versions_and_device_from_log_lines(tmp_path):
 
 
 def test_device_from_a_scenario_npu_log(shared_dir):
-    from engine.discovery import guess_device
+    from engine.collectors.checklist.runs import guess_device
     run = _log_run("target", shared_dir / "scenarios" / "case-04" / "target" / "train.log")
     assert guess_device(run) == "npu"
 

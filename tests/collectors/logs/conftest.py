@@ -8,8 +8,7 @@ from engine.collectors.base import Case, RunDir
 from engine.collectors.logs import COLLECTOR
 from engine.errors import Warnings
 from engine.facts import Fact
-
-ROLES = ("baseline", "target", "baseline_rerun", "target_rerun")
+from engine.vocabulary import ROLES
 
 
 def case_from_dir(root: Path) -> Case:

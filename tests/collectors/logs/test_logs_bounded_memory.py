@@ -52,6 +52,7 @@ def both(kit, tmp_path, monkeypatch):
     return _facts(kit, tmp_path, monkeypatch, None), _facts(kit, tmp_path, monkeypatch, LIMIT)
 
 
+@pytest.mark.slow  # collects two long logs twice, with and without folding
 def test_series_facts_exact_or_window_granular(kit, both):
     full, folded = both
     for role in ("baseline", "target"):
@@ -67,6 +68,7 @@ def test_series_facts_exact_or_window_granular(kit, both):
             assert getattr(sa, k) == getattr(sb, k), (role, k)
 
 
+@pytest.mark.slow  # collects two long logs twice, with and without folding
 def test_compare_facts_within_tolerance(kit, both):
     full, folded = both
     a, b = kit.one(full, "loss_compare"), kit.one(folded, "loss_compare")
@@ -100,6 +102,7 @@ def test_stored_points_stay_bounded(monkeypatch):
     assert s.min_loss == pytest.approx(1.0 + 1.0 / 50_000)
 
 
+@pytest.mark.slow  # collects two long logs twice, with and without folding
 def test_below_threshold_unchanged(kit, tmp_path, monkeypatch):
     monkeypatch.setenv("PRECDX_LOG_MAX_POINTS", str(N + 10))
     a = _facts(kit, tmp_path, monkeypatch, N + 10)

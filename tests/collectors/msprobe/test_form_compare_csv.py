@@ -139,6 +139,7 @@ def _csv_only_case(scenarios: Path, tmp_path: Path, case: str, run: str, golden:
     return dst
 
 
+@pytest.mark.slow  # runs the external `msprobe compare` on the scenario dumps
 @needs_msprobe
 @pytest.mark.parametrize("case, run, golden, mode, kind", [
     ("case-05", "target", "baseline", "model.weight_init_mismatch", "weights"),

@@ -47,6 +47,7 @@ def store(tmp_path_factory):
     return root, runs[gpu], runs[npu]
 
 
+@pytest.mark.slow  # the mlflow client writes a real store first
 def test_real_mlflow_store_runs_are_compared(store):
     _, gpu, npu = store
     assert (npu / "metrics" / "loss").is_file()  # the documented layout, written by mlflow itself
@@ -59,6 +60,7 @@ def test_real_mlflow_store_runs_are_compared(store):
     assert pick(facts, "grad_norm_compare", role="target").mean_rel_err == pytest.approx(0.2, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_real_mlflow_store_through_the_cli(store):
     _, gpu, npu = store
     res = CliRunner().invoke(main, ["diagnose", "--target", str(npu), "--baseline", str(gpu), "--format", "json"])
@@ -69,6 +71,7 @@ def test_real_mlflow_store_through_the_cli(store):
     assert "log.tracking [mlflow]" in inspect.stdout and "tracking.meta [mlflow]" in inspect.stdout
 
 
+@pytest.mark.slow
 def test_whole_store_under_one_run_folder_uses_the_richest_run_and_warns(store, tmp_path):
     root, gpu, npu = store
     facts, w = facts_of(target=root)

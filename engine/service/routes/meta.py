@@ -1,0 +1,67 @@
+"""Health and catalogues: `GET /healthz` (at the root, never behind the token) and, under /v1,
+the failure modes, rules, questions and the coverage audit."""
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from engine import __version__
+from engine.service.errors import ServiceError
+from engine.service.models import ErrorOut, FailureModeOut, Health, Lang, QuestionOut, RuleOut
+from engine.service.routes.common import AppSettings, Runner, Store, json_response
+
+health = APIRouter()
+catalogue = APIRouter()
+
+
+@health.get("/healthz", response_model=Health, tags=["service"], responses={503: {"model": ErrorOut}})
+async def healthz(settings: AppSettings, store: Store, runner: Runner) -> Response:
+    try:
+        await runner.run(store.ping)
+    except Exception as exc:  # the store is down: say so, do not crash
+        if isinstance(exc, ServiceError):
+            raise
+        raise ServiceError(503, "store_unavailable", f"session store unavailable: {type(exc).__name__}") from None
+    return json_response(Health(status="ok", version=__version__, store=store.backend, engine=settings.engine))
+
+
+@catalogue.get("/failure-modes", response_model=list[FailureModeOut], tags=["catalogue"])
+async def failure_modes(lang: Lang = "en") -> Any:
+    from engine.modes import mode_catalog
+
+    return [FailureModeOut(id=m.id, title=m.title(lang), area=m.area, verdict=m.verdict,
+                           references=list(m.references)) for m in sorted(mode_catalog().values(), key=lambda m: m.id)]
+
+
+@catalogue.get("/rules", response_model=list[RuleOut], tags=["catalogue"])
+async def rules(settings: AppSettings, runner: Runner, lang: Lang = "en") -> Any:
+    from engine.diagnosis import get_matcher
+
+    pack, _ = await runner.run(get_matcher, settings.engine, settings.rules_path)
+    return [RuleOut(id=r.id, name=r.rule.name, status=r.rule.status, stage=r.rule.stage,
+                    failure_modes=list(r.rule.failure_modes), against=list(r.rule.against), symptom=r.rule.symptom,
+                    title=r.rule.title.get(lang)) for r in pack.rules]
+
+
+@catalogue.get("/questions", response_model=list[QuestionOut], tags=["catalogue"])
+async def questions(lang: Lang = "en") -> Any:
+    from engine.facts.core import OBSERVATIONS
+    from engine.planner.costs import observation_cost
+
+    return [QuestionOut(name=name, kind=kind, text=zh if lang == "zh" else en, cost=observation_cost(name))
+            for name, (kind, en, zh) in OBSERVATIONS.items()]
+
+
+@catalogue.get("/coverage", tags=["catalogue"], responses={501: {"model": ErrorOut}},
+               response_model=dict[str, Any])
+async def coverage(request: Request, settings: AppSettings, runner: Runner) -> Any:
+    try:
+        from engine.audit import build_audit
+    except ImportError:
+        raise ServiceError(501, "not_available", "the coverage audit is not part of this installation") from None
+    cache = request.app.state.coverage  # one audit per app: the rule pack does not change while it runs
+    if "report" not in cache:
+        cache["report"] = await runner.run(build_audit, settings.rules_path)
+    return cache["report"]
