@@ -31,6 +31,13 @@ def repo_dir() -> Path:
 SLOW_ELSEWHERE = {
     "tests/service/test_openapi_fuzz.py": "fuzzes the whole API",
     "tests/service/test_sessions.py::test_sessions_survive_a_server_restart": "starts and restarts a real server",
+    "tests/service/test_api.py::test_slow_diagnosis_times_out_with_408_and_the_loop_keeps_serving":
+        "waits for the request time-out",
+    "tests/service/test_sessions.py::test_sessions_expire": "waits for sessions to expire",
+    # the throwaway PostgreSQL server is started only for these
+    "tests/service/test_sessions.py::test_store_round_trip_update_expiry_and_isolation[postgresql]": "PostgreSQL",
+    "tests/service/test_sessions.py::test_concurrent_turns_are_serialised[postgresql]": "PostgreSQL",
+    "tests/service/test_sessions.py::test_two_service_instances_share_sessions_on_postgresql": "PostgreSQL",
 }
 
 
@@ -74,6 +81,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         path = Path(str(item.path)).resolve()
         rel = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else ""
-        why = SLOW_ELSEWHERE.get(rel) or SLOW_ELSEWHERE.get(f"{rel}::{item.originalname}")
+        why = SLOW_ELSEWHERE.get(rel) or SLOW_ELSEWHERE.get(f"{rel}::{item.originalname}") \
+            or SLOW_ELSEWHERE.get(f"{rel}::{item.name}")
         if why:
             item.add_marker(pytest.mark.slow)

@@ -8,15 +8,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine.collectors import artefact_kinds
 from engine.collectors.checklist import COLLECTOR as CHECKLIST
 from engine.collectors.checklist.runs import run_facts
 from engine.discovery import discover_case, discover_folder, discover_runs
-from engine.inspection import inspect_case, render_inspect_text
 from engine.errors import PrecdxError, Warnings
+from engine.inspection import inspect_case, render_inspect_text
 
 ENV = "CUDA_VISIBLE_DEVICES=0\nCUDA_HOME=/usr/local/cuda\nNCCL_DEBUG=WARN\nHOME=/root\n"
 NPU_ENV = "ASCEND_RT_VISIBLE_DEVICES=0\nASCEND_HOME_PATH=/usr/local/Ascend\nHCCL_BUFFSIZE=200\nHOME=/x\n"
 SCRIPT = "#!/bin/bash\ntorchrun --nproc_per_node 8 pretrain_gpt.py --lr 1e-4 --seed 1\n"
+DECLARED = {k.kind for k in artefact_kinds()} | {"msprobe.config"}  # discovery names msprobe configs itself
 
 
 def _files(root: Path) -> set[Path]:
@@ -45,6 +47,7 @@ def test_every_scenario_case(shared_dir):
         for run in case.runs:
             kinds = {a.kind for a in run.artefacts}
             assert {"env", "pip"} <= kinds and "config.launch" in kinds, (case_dir.name, run.name, kinds)
+            assert kinds <= DECLARED, f"recognised but declared by no collector: {sorted(kinds - DECLARED)}"
             seen = {a.path for a in run.artefacts} | {p for p, _ in run.ignored}
             assert _files(run.root) <= seen, (case_dir.name, run.name)  # every file accounted for
             assert all(why for _, why in run.ignored)

@@ -33,7 +33,7 @@ def test_every_collector_declares_what_it_reads():
     assert {c.name for c in all_collectors() if reads_of(c).compressed} == {"logs", "tracking"}
 
 
-@pytest.mark.parametrize("folder", ["scenarios", "msprobe-samples"])
+@pytest.mark.parametrize("folder", ["msprobe-samples"])  # the scenarios: tests/test_discovery.py
 def test_recognised_kinds_are_declared(shared_dir, folder):
     owner = _declared()
     seen: set[str] = set()

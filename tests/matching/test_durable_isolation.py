@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from engine.matching.durable_engine import DurableMatcher
 from engine.matching.python_engine import PythonMatcher
 from tests.matching.vocab import facts, make_pack
@@ -67,6 +69,7 @@ def test_interleaved_requests_never_see_each_others_facts():
         durable.close()
 
 
+@pytest.mark.slow  # a stress test: ten thousand requests
 def test_ten_thousand_requests_leave_no_threads_sessions_or_memory():
     pack = _pack()
     durable, python = DurableMatcher(pack), PythonMatcher(pack)

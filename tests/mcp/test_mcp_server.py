@@ -11,6 +11,8 @@ import pytest
 
 from tests.cli.test_cli_edges import megatron_log, write
 
+pytestmark = pytest.mark.slow  # starts `precdx mcp` as a subprocess: outside the fast lane (pytest -m 'not slow')
+
 mcp = pytest.importorskip("mcp", reason="the MCP server needs the optional extra 'mcp'")
 anyio = pytest.importorskip("anyio")
 
@@ -45,7 +47,6 @@ def _payload(result):
     return json.loads(_text(result))
 
 
-@pytest.mark.slow
 def test_mcp_server_end_to_end_over_stdio(tmp_path):
     case = tmp_path / "case"
     write(case / "baseline" / "train.log", megatron_log())
@@ -97,7 +98,6 @@ def test_mcp_server_end_to_end_over_stdio(tmp_path):
     assert any(m["id"] == "operator.precision_defect" for m in json.loads(out["catalogue"].contents[0].text))
 
 
-@pytest.mark.slow
 def test_mcp_diagnose_facts_matches_the_cli(tmp_path):
     from click.testing import CliRunner
 

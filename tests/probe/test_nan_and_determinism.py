@@ -49,6 +49,7 @@ def test_locator_returns_none_on_a_healthy_step():
     assert model.head.weight.grad is not None
 
 
+@pytest.mark.slow  # trains the model several times over (the injected-fault check stays in the fast lane)
 def test_determinism_passes_a_deterministic_model():
     torch.manual_seed(0)
     model = TinyLM()

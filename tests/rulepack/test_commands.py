@@ -89,6 +89,7 @@ def test_msprobe_snapshot_is_26_2():
     assert {"compare", "config_check", "overflow_check", "acc_check", "graph_visualize"} <= set(cli["subcommands"])
 
 
+@pytest.mark.slow  # runs the installed msprobe's --help for every subcommand
 @pytest.mark.skipif(importlib.util.find_spec("msprobe") is None, reason="mindstudio-probe not installed "
                     "(the committed snapshot is what the lint uses)")
 def test_committed_msprobe_snapshot_matches_the_installed_tool():

@@ -27,6 +27,7 @@ def hyper_case(tmp_path_factory):
                           quiet=True)
 
 
+@pytest.mark.slow  # needs the watched demo training run (hyper_case)
 def test_replay_command_writes_the_reference_side(hyper_case):
     status = json.loads((hyper_case / "watch.json").read_text())
     it = status["captured"][0]["iteration"]
@@ -37,6 +38,7 @@ def test_replay_command_writes_the_reference_side(hyper_case):
     assert json.loads((hyper_case / "watch.json").read_text())["replays"][0]["iteration"] == it
 
 
+@pytest.mark.slow  # needs the watched demo training run (hyper_case)
 def test_replay_errors_are_one_line(hyper_case, tmp_path):
     runner = CliRunner()
     res = runner.invoke(main, ["replay", str(hyper_case), "--step", "99", *FNS])
@@ -47,6 +49,7 @@ def test_replay_errors_are_one_line(hyper_case, tmp_path):
     assert res.exit_code == 2 and "watch.json" in res.output
 
 
+@pytest.mark.slow  # needs the watched demo training run (hyper_case)
 def test_megatron_hook_on_scalars(hyper_case, tmp_path):
     baseline = hyper_case.parent / "gpu_run"
     hook = megatron_hook(baseline=baseline, out=tmp_path / "meg", on_breach="stop", capture_steps=0, quiet=True)
