@@ -20,7 +20,7 @@ from engine.ranking import firing_weight, rank, specificity, strength
 from engine.rulepack.devices import applies, run_device
 from engine.rulepack.compiler import PLACEHOLDER, CompiledPack, CompiledRule, Test, compile_rules
 from engine.rulepack.loader import load_rules
-from engine.vocabulary import COST_LABELS, COST_LABELS_ZH
+from engine.vocabulary import COST_LABELS, COST_LABELS_ZH, Cost
 
 OUTPUT_SCHEMA_VERSION = "1.0"
 REPORT_THRESHOLD = 0.25     # hypotheses below this are not reported
@@ -44,7 +44,7 @@ class NextStep(BaseModel):
     action: str
     command: str | None = None
     why: str = ""
-    cost: Literal["read", "rerun", "dump", "long_run", "cluster"]
+    cost: Cost
     cost_label: str
     rule: str
 
@@ -76,7 +76,7 @@ class SplitStep(BaseModel):
     action: str
     command: str | None = None
     why: str = ""
-    cost: Literal["read", "rerun", "dump", "long_run", "cluster"]
+    cost: Cost
     cost_label: str
     modes: list[str] = Field(description="failure modes this evidence can confirm or exclude")
 
