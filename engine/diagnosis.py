@@ -315,6 +315,50 @@ ACCEPT_STEPS = 1000          # the documented acceptance wants at least this man
 PROVISIONAL_MIN_STEPS = 5    # below this nothing is compared enough to say "aligned"
 
 
+SHADOWED = 0.5               # a category-wide checklist rule whose difference a knob-specific rule explains
+_DIFF_FIELDS = {"config_diff": "name", "env_diff": "name", "library_diff": "package"}
+
+
+def _pattern_by_alias(rule: CompiledRule) -> dict[str, Any]:
+    when = rule.rule.when
+    out: dict[str, Any] = {}
+    for i, p in enumerate(when.all):
+        out[p.alias or f"_p{i}"] = p
+    for i, p in enumerate(when.any):
+        out[p.alias or f"_p{len(when.all) + i}"] = p
+    return out
+
+
+def _shadowed_firings(firings: list[Firing], by_id: dict, fact_list: list[Fact]) -> set[int]:
+    """Firings of checklist rules that blame a difference only by its category (any precision
+    setting, any hyperparameter) while another rule names that very knob for a more specific
+    failure mode (allow_tf32 -> the TF32 mode, grad_accum_dtype -> low-precision accumulation):
+    the specific reading explains the difference better, so the category-wide one yields."""
+    named: dict[int, set[str]] = {}     # diff fact index -> modes of rules that test its name
+    generic: dict[int, tuple[set[int], set[str]]] = {}
+    for n, firing in enumerate(firings):
+        rule = by_id[firing.rule_id]
+        if rule.rule.stage != "checklist" or not rule.rule.failure_modes or rule.rule.symptom:
+            continue
+        patterns = _pattern_by_alias(rule)
+        bound_named, bound_generic = set(), set()
+        for alias, idx in firing.bindings:
+            field = _DIFF_FIELDS.get(getattr(fact_list[idx], "type", None))
+            pat = patterns.get(alias)
+            if field is None or pat is None:
+                continue
+            (bound_named if field in pat.where else bound_generic).add(idx)
+        for idx in bound_named:
+            named.setdefault(idx, set()).update(rule.rule.failure_modes)
+        if bound_generic and not bound_named:
+            generic[n] = (bound_generic, set(rule.rule.failure_modes))
+    out = set()
+    for n, (idxs, modes) in generic.items():
+        if all(named.get(i, set()) - modes for i in idxs):
+            out.add(n)
+    return out
+
+
 def _kb():
     from engine.kb import load_kb
     try:
@@ -348,7 +392,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     declared = xp.declared_keys(fact_list)
     consequences = xp.consequence_types(declared)
     set_aside: dict[str, list[str]] = {}   # declared key -> checklist rules that would have blamed it
-    for firing in firings:
+    shadowed = _shadowed_firings(firings, by_id, fact_list)
+    for n_firing, firing in enumerate(firings):
         rule = by_id[firing.rule_id]
         bound = {alias: fact_list[i] for alias, i in firing.bindings}
         if declared and rule.rule.failure_modes and rule.rule.stage == "checklist":
@@ -372,6 +417,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
             symptom_evidence.setdefault(rule.rule.symptom, []).extend(ev)
             continue
         w = _weight(rule, bound)
+        if n_firing in shadowed:
+            w = round(w * SHADOWED, 4)
         # evidence rows de-duplicated by content (hashable keys: linear, not pairwise __eq__)
         keys = per_rule_keys.setdefault(rule.id, set())
         fresh = [e for e in ev if (e.fact, e.role, repr(e.value), e.text) not in keys]
@@ -714,17 +761,23 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
             ("No curve gap beyond tolerance, but a localised defect: " if compared else
              "No curves compared, but the evidence points at a defect: ")) + top_mis.failure_mode)
     tooling = next((h for h in hypotheses if h.verdict == "tooling" and h.score >= MISALIGNED_THRESHOLD), None)
-    if lc is None or (getattr(lc, "steps_compared", 0) or 0) < PROVISIONAL_MIN_STEPS:
+    few = lc is None or (getattr(lc, "steps_compared", 0) or 0) < PROVISIONAL_MIN_STEPS
+    tentative = sorted((getattr(profile, "tentative", set()) or set()) & set(MISALIGNING)) if few else []
+    if few and tooling is None and tentative:
+        # beyond tolerance, though on too few points for a symptom rule: the runs differ all the same
+        n = getattr(lc, "steps_compared", 0) if lc is not None else 0
+        text = (f"仅 {n} 个比较 step，但已超出容差：" if zh else
+                f"Beyond tolerance on only {n} compared step(s) (too few to establish a symptom): ") + ", ".join(tentative)
+        text += "；原因尚未确定" if zh else "; cause not yet determined"
+        return "misaligned", VerdictBasis(kind="symptoms", text=text, missing=[
+            "更多共同 step（两侧完整日志）" if zh else "more common steps (both full logs)"])
+    if lc is None or ((getattr(lc, "steps_compared", 0) or 0) < 1) or tooling is not None:
         if tooling is not None:
             return "inconclusive", VerdictBasis(kind="none", text=(
                 "工具自身影响了结果" if zh else "The tooling itself affects the result: ") + tooling.failure_mode)
         return "inconclusive", VerdictBasis(kind="none", text=(
-            "没有可比较的训练曲线" if zh else "No training curves were compared (or fewer than "
-            f"{PROVISIONAL_MIN_STEPS} common steps)"),
+            "没有可比较的训练曲线" if zh else "No training curves were compared (no common steps)"),
             missing=["two training logs (baseline and target) with at least a few common steps"])
-    if tooling is not None:
-        return "inconclusive", VerdictBasis(kind="none", text=(
-            "工具自身影响了结果" if zh else "The tooling itself affects the result: ") + tooling.failure_mode)
     n = getattr(lc, "steps_compared", 0) or 0
     band = getattr(lc, "noise_band", None)
     within = getattr(lc, "within_noise_band", None)
@@ -757,7 +810,10 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
             missing.append("grad norms in both logs" if not zh else "两侧日志中的 grad norm")
         elif not gn_ok:
             missing.append("grad norm within 10%" if not zh else "grad norm 误差在 10% 以内")
-        if not around_zero:
+        if signed is None and mean > 1e-4:
+            missing.append("the signed error per step (to see whether it oscillates around zero)" if not zh
+                           else "逐 step 的带符号误差（判断是否围绕 0 波动）")
+        elif not around_zero:
             missing.append("an error that oscillates around zero (it is one-sided)" if not zh
                            else "围绕 0 波动的误差（当前为单向偏差）")
         text = (f"在给定的 {n} 个共同 step 上无超差；暂定对齐" if zh else

@@ -29,6 +29,8 @@ LIKELIHOOD = {"typical": 1.0, "possible": 0.45}
 ABSENT = 0.12                  # an established symptom the mode does not present
 TENTATIVE_MAX_STEPS = 5        # below this many compared steps a loss gap is only tentative
 TENTATIVE_CAP = 0.2            # the tentative differential's best weight
+GRAD_NORM_MIN_STEPS = 3        # the grad-norm symptom rules need this many compared steps (SYM-011)
+GRAD_NORM_TOLERANCE = 0.1      # the documented grad-norm acceptance (within 10%)
 SECONDARY_ABSENT = 0.7         # ... when that symptom is a consequence of another one (see SECONDARY)
 CHECKLIST_CLEAN_AGAINST = 0.3  # configs were read and no rule of a checklist-only mode fired
 # symptoms that follow from another established one: a loss gap moves the grad norm and the
@@ -168,6 +170,19 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
             prof.tentative.add("long_run_difference")
         if prof.tentative and prof.onset is None:
             prof.onset = "step1" if "first_step_difference" in prof.tentative else "early"
+    # a grad-norm gap beyond the 10% acceptance on fewer points than the symptom rules need
+    gc = _first(facts, "grad_norm_compare", role="target")
+    if gc is not None and "grad_norm_difference" not in prof.symptoms \
+            and (getattr(gc, "steps_compared", 0) or 0) < GRAD_NORM_MIN_STEPS:
+        gap = max((v for v in (_num(getattr(gc, "first_step_rel_err", None)), _num(getattr(gc, "mean_rel_err", None)))
+                   if v is not None), default=None)
+        if gap is not None and gap > GRAD_NORM_TOLERANCE:
+            prof.tentative.add("grad_norm_difference")
+            if prof.runs is None:
+                prof.runs = "target_only"
+            gfirst = _num(getattr(gc, "first_step_rel_err", None))
+            if prof.onset is None and gfirst is not None and gfirst > GRAD_NORM_TOLERANCE:
+                prof.onset = "step1"
     # where did a NaN show: on the target only, or on both sides
     if "nan_overflow" in prof.symptoms:
         prof.runs = "target_only"
@@ -224,10 +239,11 @@ def _match(expected: str | None, observed: str | None, *, hit: float, miss: floa
            order: tuple[str, ...] | None = None) -> float:
     if expected in (None, "any") or observed is None:
         return 1.0
-    if expected == observed:
+    allowed = list(expected) if isinstance(expected, (list, tuple)) else [expected]
+    if observed in allowed:
         return hit
-    if order and expected in order and observed in order:
-        if abs(order.index(expected) - order.index(observed)) == 1:
+    if order and observed in order and any(a in order for a in allowed):
+        if min(abs(order.index(a) - order.index(observed)) for a in allowed if a in order) == 1:
             return (1.0 + miss) / 2
     return miss
 

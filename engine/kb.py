@@ -55,7 +55,8 @@ class Presentation(BaseModel):
     runs       -- which runs show it: target_only, both (baseline too, same data), rerun_differs
                   (the target's own rerun differs as well), any.
     onset      -- step1, early, late, resume (from a restart / resume / epoch boundary), any.
-    step1_magnitude -- expected first-step gap: none, noise (<=0.5%), small (0.5-5%), large (>5%).
+    step1_magnitude -- expected first-step gap: none, noise (<=0.5%), small (0.5-5%), large (>5%),
+                  or a list of those (e.g. [none, noise, small]: never a large first-step gap).
     error_shape -- one_sided, zero_mean, constant_ratio, growing, any.
     frequency  -- how common among GPU->NPU LLM migration cases. An EXPERT ESTIMATE
                   (shared/domain-audit.md section 5), not measured data: very_common >=20%,
@@ -66,7 +67,7 @@ class Presentation(BaseModel):
     symptoms: dict[str, Likelihood] = Field(min_length=1)
     runs: Literal["target_only", "both", "rerun_differs", "any"]
     onset: Literal["step1", "early", "late", "resume", "any"]
-    step1_magnitude: Literal["none", "noise", "small", "large", "any"]
+    step1_magnitude: Literal["none", "noise", "small", "large", "any"] | list[Literal["none", "noise", "small", "large"]]
     error_shape: Literal["one_sided", "zero_mean", "constant_ratio", "growing", "any"]
     frequency: Frequency
     rerun_difference: Literal["tiny", "large", "any"] = Field(

@@ -8,7 +8,10 @@ mean error 10%, NaN counts within 50-step windows).
 """
 from __future__ import annotations
 
-from typing import Literal, Optional
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import model_validator
 
 from engine.facts.base import Bool, F, Fact, Int, Num, fact_type
 from engine.vocabulary import Role
@@ -240,11 +243,46 @@ class LogEvent(Fact):
         "rerun_persistent_error", "rerun_application_error", "spike_detected", "silent_data_check",
         "nan_in_grad", "nan_detected", "traceback", "oom", "checkpoint_resume", "checkpoint_load",
         "data_reloop", "terminated_by_signal", "overflow", "loss_scale_min", "restart",
-    ] = F("what the lines report")
+        "index_out_of_range", "device_error",
+    ] = F("what the lines report (index_out_of_range: an embedding / gather index beyond its table, "
+          "e.g. 'index out of range in self' or a CUDA srcIndex assert; device_error: a device-side "
+          "assert or an illegal memory access)")
     count: Int = F("number of such lines", unit="count")
     step: Int | None = F("first iteration the lines name (or the step logged before them)", unit="steps")
     node: Optional[str] = F("host named by the lines (rerun machine, NaN check), when printed")
     message: Optional[str] = F("first such line (shortened), for evidence", match=False)
+    signature: Optional[Literal["index_out_of_range", "device_assert", "illegal_memory_access"]] = F(
+        "what the error line says, read from `message` when not given (an index beyond an embedding or "
+        "gather table; a device-side assert; an illegal memory access)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _signature_from_message(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("signature") is None:
+            sig = error_signature(str(data.get("message") or ""))
+            if sig is None and data.get("kind") == "index_out_of_range":
+                sig = "index_out_of_range"
+            if sig is not None:
+                data = {**data, "signature": sig}
+        return data
+
+
+# error lines whose words name the failure: an index beyond an embedding / gather table (torch on
+# CPU, the CUDA indexSelect / cross-entropy asserts), a device-side assert, an illegal access
+_SIGNATURES = (
+    ("index_out_of_range", re.compile(
+        r"index out of range in self|srcIndex < srcSelectDimSize|indexSelect(Large|Small)Index"
+        r"|index -?\d+ is out of bounds for dimension|t >= 0 && t < n_classes|IndexKernel\.cu.*out of bounds")),
+    ("illegal_memory_access", re.compile(r"illegal memory access", re.I)),
+    ("device_assert", re.compile(r"device-side assert", re.I)),
+)
+
+
+def error_signature(message: str) -> str | None:
+    for name, pattern in _SIGNATURES:
+        if pattern.search(message):
+            return name
+    return None
 
 
 @fact_type("lr_compare", collectors=_C, identity=("run", "against"))

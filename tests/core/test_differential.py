@@ -243,11 +243,35 @@ def test_every_symptom_class_yields_a_differential_with_the_real_kb():
         assert ranked, symptom
 
 
-def test_too_few_points_give_a_tentative_differential_not_a_verdict():
+def test_too_few_points_give_a_tentative_differential_and_a_symptom_verdict():
+    """2 points 2.7% apart: beyond the 1% tolerance, so the runs differ (misaligned, cause not yet
+    determined), but too few points to establish a symptom rule: the differential stays tentative."""
     if not any(getattr(e, "presentation", None) for e in load_kb().values()):
         pytest.skip("kb has no presentation blocks yet")
     d = _diag(loss(steps_compared=2, first_step_rel_err=0.0002, first_step_abs_err=0.002, mean_rel_err=0.027,
                    mean_signed_rel_err=0.027))
-    assert d.verdict != "misaligned" and not d.profile.symptoms
+    assert d.verdict == "misaligned" and not d.profile.symptoms
+    assert d.verdict_basis.kind == "symptoms" and "only 2 compared step" in d.verdict_basis.text
+    assert "cause not yet determined" in d.verdict_basis.text
     assert d.hypotheses and all(h.score <= dx.TENTATIVE_CAP for h in d.hypotheses)
     assert "tentative" in d.profile.text
+
+
+def test_few_points_without_a_gap_are_aligned_provisionally():
+    d = _diag(loss(steps_compared=1, first_step=1, last_step=1, first_step_rel_err=0.001, mean_rel_err=0.001,
+                   max_rel_err=0.001))
+    assert d.verdict == "aligned" and d.verdict_basis.kind == "provisional"
+    assert d.hypotheses[0].failure_mode == "aligned.within_noise"
+    assert any("1000 compared steps (have 1)" in m for m in d.verdict_basis.missing)
+    # no signed error given: the basis asks for it instead of calling the error one-sided
+    assert not any("one-sided" in m for m in d.verdict_basis.missing)
+
+
+def test_grad_norm_gap_on_one_point_is_tentative_and_names_the_definition():
+    d = _diag(loss(steps_compared=1, first_step=1, last_step=1, first_step_rel_err=0.0, mean_rel_err=0.0,
+                   max_rel_err=0.0),
+              {"type": "grad_norm_compare", "run": "target", "role": "target", "against": "baseline",
+               "steps_compared": 1, "first_step_rel_err": 0.54, "mean_rel_err": 0.54, "max_rel_err": 0.54})
+    assert "grad_norm_difference" in d.profile.text or "grad-norm" in d.profile.text
+    assert not d.profile.symptoms
+    assert d.hypotheses[0].failure_mode == "framework.grad_norm_definition"

@@ -93,6 +93,9 @@ _TABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "min_loss_scale": ("precision", ("fp16.min_loss_scale",)),
     "attention_softmax_in_fp32": ("precision", ()),
     "accumulate_allreduce_grads_in_fp32": ("precision", ()),
+    # DeepSpeed data_types.grad_accum_dtype (fp32 accumulation under ZeRO, DeepSpeed >= 0.9)
+    "grad_accum_dtype": ("precision", ("data_types.grad_accum_dtype",)),
+    "communication_data_type": ("precision", ()),
     "fp32_residual_connection": ("precision", ()),
     "apply_query_key_layer_scaling": ("precision", ()),
     "mixed_precision": ("precision", ("amp", "precision")),

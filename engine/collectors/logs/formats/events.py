@@ -11,7 +11,9 @@ from engine.collectors.logs.model import Event
 # Literal prefilter: plain substring tests are several times faster than a regex alternation.
 _NEEDLES = ("rerun", "Unexpected result", "Possible ", "Correct result", "Traceback", "out of memory",
             "OutOfMemory", "SilentCheck", "ilent data", "ilent_data", "pike", "NaN detected", "found NaN",
-            "loaded checkpoint", "re-looped", "death signal")
+            "loaded checkpoint", "re-looped", "death signal", "index out of range", "srcIndex <",
+            "indexSelect", "is out of bounds for dimension", "n_classes", "device-side assert",
+            "illegal memory access")
 ITER = re.compile(r"iteration #?(\d+)")
 NODE = re.compile(r"node[:= ]\s*([A-Za-z0-9][\w.\-]*)")
 MESSAGE = re.compile(r"message='([^']*)'")
@@ -31,6 +33,14 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("found NaN in local grad norm", "nan_in_grad"),
     ("NaN detected", "nan_detected"),
     ("Traceback (most recent call last)", "traceback"),
+    ("index out of range in self", "index_out_of_range"),
+    ("srcIndex < srcSelectDimSize", "index_out_of_range"),
+    ("indexSelectLargeIndex", "index_out_of_range"),
+    ("indexSelectSmallIndex", "index_out_of_range"),
+    ("is out of bounds for dimension", "index_out_of_range"),
+    ("t >= 0 && t < n_classes", "index_out_of_range"),
+    ("device-side assert", "device_error"),
+    ("illegal memory access", "device_error"),
     ("out of memory", "oom"),
     ("OutOfMemory", "oom"),
     ("successfully loaded checkpoint", "checkpoint_resume"),
