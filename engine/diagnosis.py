@@ -359,6 +359,20 @@ def _shadowed_firings(firings: list[Firing], by_id: dict, fact_list: list[Fact])
     return out
 
 
+def _not_a_difference(fact: Fact, warnings: Warnings) -> bool:
+    """A config/env/library difference whose two sides hold the same value contradicts itself
+    (hand-written facts, a bot's payload): it is named in the warnings and left out."""
+    if getattr(fact, "type", None) not in _DIFF_FIELDS or getattr(fact, "presence", "both") != "both":
+        return False
+    b, t = getattr(fact, "baseline", None), getattr(fact, "target", None)
+    if b is None or t is None or str(b).strip().lower() != str(t).strip().lower():
+        return False
+    field = _DIFF_FIELDS[fact.type]
+    warnings.add(f"{fact.type} '{getattr(fact, field, '')}' has the same value on both sides ({t}): "
+                 f"not a difference, left out", path=getattr(fact, "source", None), source="diagnosis")
+    return True
+
+
 def _kb():
     from engine.kb import load_kb
     try:
@@ -373,10 +387,10 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     from engine import experiments as xp
     from engine.modes import mode_catalog
 
-    warnings = warnings or Warnings()
+    warnings = warnings if warnings is not None else Warnings()
     pack, matcher = get_matcher(engine, rules_path)
     warnings.extend(pack_warnings(engine, rules_path))
-    fact_list = list(facts)
+    fact_list = [f for f in facts if not _not_a_difference(f, warnings)]
     firings = matcher.run(fact_list)
     by_id = pack.by_id()
     catalog = mode_catalog()

@@ -77,7 +77,7 @@ def consult(facts: FactSet | Iterable[Fact], *, lang: str = "en", max_questions:
     """Run the consultation; `prompt` (given a question, returns the raw answer) and `echo`
     replace the terminal for scripted use. Returns the final diagnosis and what was asked."""
     L = _L.get(lang, _L["en"])
-    warnings = warnings or Warnings()
+    warnings = warnings if warnings is not None else Warnings()
     current = FactSet(facts)
     ask = prompt or (lambda s: _click_prompt(s, lang))
     skipped: set[str] = set()

@@ -275,3 +275,15 @@ def test_grad_norm_gap_on_one_point_is_tentative_and_names_the_definition():
     assert "grad_norm_difference" in d.profile.text or "grad-norm" in d.profile.text
     assert not d.profile.symptoms
     assert d.hypotheses[0].failure_mode == "framework.grad_norm_definition"
+
+
+def test_a_difference_with_the_same_value_on_both_sides_is_named_and_left_out():
+    w = Warnings()
+    d = diagnose(_facts(*RUNS, loss(steps_compared=100, first_step_rel_err=0.001, mean_rel_err=0.01,
+                                    first_divergence_step=10, mean_signed_rel_err=0.01),
+                        {"type": "config_diff", "pair": "target~baseline", "role": "target", "ref_role": "baseline",
+                         "name": "mixed_precision_param", "category": "precision", "baseline": "bfloat16",
+                         "target": "bfloat16", "presence": "both", "relevant": True}),
+                 engine="python", warnings=w)
+    assert any("same value on both sides" in i["message"] and "mixed_precision_param" in i["message"] for i in w.items)
+    assert all("CFG-003" not in [r.id for r in h.rules] for h in d.hypotheses)
