@@ -690,7 +690,10 @@ def _kb_steps(mode: str, kb: dict, lang: str, device: str | None = None) -> list
 
 
 def _looks_costly(command: str) -> bool:
-    return any(w in command for w in ("bash ", "torchrun", "python ", "deepspeed ", "msprobe -f", "export "))
+    """A kb command that launches training (a script, torchrun, deepspeed, an exported switch);
+    a one-line `python -c` print is a read."""
+    launches = re.sub(r"python3? -c ", "", command)
+    return any(w in launches for w in ("bash ", "torchrun", "python ", "deepspeed ", "msprobe -f", "export "))
 
 
 def _notice_checklist_only(verdict: str, hyps: list[Hypothesis], warnings: Warnings, lang: str) -> None:
