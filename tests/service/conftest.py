@@ -31,7 +31,9 @@ RUNS = [{"type": "run", "role": "baseline", "name": "baseline", "device": "gpu"}
 
 
 def make_settings(tmp_path: Path, **kw) -> Settings:
-    base = dict(db_url=f"sqlite:///{tmp_path / 'sessions.sqlite3'}", rules_path=str(PACK), request_timeout=60.0)
+    # no rate limit unless a test sets one: the TestClient sends every request from one address
+    base = dict(db_url=f"sqlite:///{tmp_path / 'sessions.sqlite3'}", rules_path=str(PACK), request_timeout=60.0,
+                rate_limit=0.0)
     base.update(kw)
     return Settings(**base)
 
