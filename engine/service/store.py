@@ -129,7 +129,8 @@ class _SQLite:
         conn = self._connect()
         try:
             if conn.execute("PRAGMA freelist_count").fetchone()[0]:
-                conn.execute("PRAGMA incremental_vacuum").fetchall()
+                # executescript steps the pragma to its end; execute() would free one page per call
+                conn.executescript("PRAGMA incremental_vacuum;")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except sqlite3.OperationalError:
             pass  # busy: the space stays free inside the file and is reused

@@ -56,13 +56,15 @@ def free_port() -> int:
 
 
 class Server:
-    """`precdx serve` in a subprocess on 127.0.0.1 (stopped with SIGTERM)."""
+    """`precdx serve` in a subprocess (stopped with SIGTERM), reached on 127.0.0.1; `args` are
+    more command-line options (e.g. --host 0.0.0.0 --token-file PATH)."""
 
-    def __init__(self, db_url: str, workers: int = 2, token: str | None = None, env: dict | None = None) -> None:
+    def __init__(self, db_url: str, workers: int = 2, token: str | None = None, env: dict | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, str(REPO / "cli.py"), "serve", "--port", str(self.port), "--workers", str(workers),
-               "--db", db_url]
+               "--db", db_url, *args]
         if token:
             cmd += ["--token", token]
         self.log = tempfile.TemporaryFile()
@@ -87,8 +89,11 @@ class Server:
         raise RuntimeError(f"server did not come up: {self.output()}")
 
     def output(self) -> str:
+        return self.full_output()[-3000:]
+
+    def full_output(self) -> str:
         self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-3000:]
+        return self.log.read().decode(errors="replace")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
