@@ -75,7 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.coverage = {}
     app.add_middleware(RequestGuard, max_bytes=settings.max_request_bytes, body_timeout=settings.body_timeout,
                        max_json_depth=settings.max_json_depth, rate_limit=settings.rate_limit,
-                       rate_burst=settings.rate_burst)
+                       rate_burst=settings.rate_burst, token=settings.token)
     _add_error_handlers(app)
 
     # the spec declares bearer auth only when the server requires it, so it never says more than is true

@@ -3,6 +3,8 @@
 - a rate limit per client address (a token bucket per address, per worker process): 429
   `rate_limited` with Retry-After; `/healthz` is not counted, so probes behind the same proxy as
   the clients keep working;
+- the bearer token, when the server has one: a /v1 request without it is answered 401
+  `unauthorized` before its body is read (the routers check it again, and declare it in OpenAPI);
 - the body size: a declared Content-Length over the limit is refused before reading, a streamed
   body is counted and cut off at the limit (413 `request_too_large`);
 - the body read time: a body not received within `body_timeout` seconds is answered with 408
@@ -17,6 +19,7 @@ status and one code whatever route it meets."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import math
@@ -114,8 +117,11 @@ class _Request:
 
 class RequestGuard:
     def __init__(self, app, *, max_bytes: int, body_timeout: float, max_json_depth: int,
-                 rate_limit: float = 0.0, rate_burst: int = 1) -> None:
+                 rate_limit: float = 0.0, rate_burst: int = 1, token: str | None = None,
+                 protected: str = "/v1") -> None:
         self.app = app
+        self.expected = token.encode() if token else None
+        self.protected = protected
         self.max_bytes = max_bytes
         self.body_timeout = body_timeout
         self.max_json_depth = max_json_depth
@@ -131,6 +137,12 @@ class RequestGuard:
                 return await respond(send, ServiceError(
                     429, "rate_limited", f"too many requests from this client; retry in {retry} s",
                     headers={"Retry-After": str(retry)}))
+        if self.expected is not None and _under(scope.get("path", ""), self.protected):
+            header = next((v for k, v in scope.get("headers", []) if k == b"authorization"), b"")
+            scheme, _, given = header.partition(b" ")  # as FastAPI's HTTPBearer reads it
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(given, self.expected):
+                return await respond(send, ServiceError(401, "unauthorized", "missing or wrong bearer token",
+                                                        headers={"WWW-Authenticate": "Bearer"}))
         declared = None
         for key, value in scope.get("headers", []):
             if key == b"content-length":
@@ -208,6 +220,10 @@ class RequestGuard:
 def _too_large(limit: int, declared: int | None = None) -> ServiceError:
     size = f" ({declared} bytes)" if declared is not None else ""
     return ServiceError(413, "request_too_large", f"the request body{size} is over the limit of {limit} bytes")
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
 def _client_address(scope) -> str:

@@ -290,3 +290,33 @@ def test_each_error_code_has_one_status_and_a_row_in_the_readme():
     assert set(rows) <= set(found), f"README lists codes the service never answers: {set(rows) - set(found)}"
     assert "request_entity_too_large" not in {c for p in (ENGINE / "service").rglob("*.py")
                                              for c in re.findall(r"[a-z_]+", p.read_text(encoding="utf-8"))}
+
+
+def test_without_the_token_the_body_is_not_even_read(tmp_path):
+    from engine.service.limits import RequestGuard
+
+    read = []
+
+    async def app(scope, receive, send):  # a route that would read the body
+        read.append(await receive())
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    guard = RequestGuard(app, max_bytes=100, body_timeout=5, max_json_depth=8, token="s3cret")
+
+    async def call(path: str, auth: bytes | None) -> int:
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+        headers = [(b"content-type", b"application/json")] + ([(b"authorization", auth)] if auth else [])
+        await guard({"type": "http", "method": "POST", "path": path, "headers": headers}, receive, send)
+        return sent[0]["status"]
+
+    assert asyncio.run(call("/v1/sessions", None)) == 401 and not read
+    assert asyncio.run(call("/v1/sessions", b"Bearer wrong")) == 401 and not read
+    assert asyncio.run(call("/v1/sessions", b"bearer s3cret")) == 200 and len(read) == 1
+    assert asyncio.run(call("/healthz", None)) == 200 and asyncio.run(call("/v1x", None)) == 200

@@ -279,6 +279,12 @@ def test_a_public_address_needs_a_token_and_the_token_stays_out_of_ps(tmp_path):
         assert httpx.get(server.url + "/v1/rules", timeout=10).status_code == 401
         r = httpx.get(server.url + "/v1/rules", headers={"Authorization": f"Bearer {secret}"}, timeout=30)
         assert r.status_code == 200
+        # an upload without the token is refused before its body is read (here: never sent)
+        sock = raw_request(server.port, "POST /v1/diagnose HTTP/1.1\r\nHost: x\r\nContent-Type: application/zip\r\n"
+                                        f"Content-Length: {50 * MiB}\r\n\r\n")
+        data, _ = read_response(sock, timeout=10)
+        sock.close()
+        assert data.startswith(b"HTTP/1.1 401") and b'"unauthorized"' in data, data[:300]
         ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, timeout=30).stdout
         assert str(token_file) in ps and secret not in ps
     finally:
