@@ -1,8 +1,12 @@
 """The FastAPI application and `serve()`: settings, the session store and the job pool on
-`app.state`, the body-size limit, JSON errors and the routers of engine/service/routes/
-(health and catalogues, diagnose, sessions). Routes stay thin: they parse the request, hand the
-work to the job pool and render the result as JSON or chat-ready markdown. Every error is JSON
-`{error, detail}`; bad input never yields a 500."""
+`app.state`, the request guard (engine/service/limits.py: rate limit, token, body size and read
+time, JSON depth), JSON errors and the routers of engine/service/routes/ (health and catalogues,
+diagnose, sessions). Routes stay thin: they parse the request, hand the work to the job pool and
+render the result as JSON or chat-ready markdown. Every error is JSON `{error, detail}` with one
+code per condition (the README's service section lists them); bad input never yields a 500.
+
+`serve()` refuses a non-loopback address without a token (unless `insecure`), reads the token
+from a file or the environment rather than the command line, and logs through uvicorn's handler."""
 from __future__ import annotations
 
 import hmac

@@ -320,3 +320,22 @@ def test_without_the_token_the_body_is_not_even_read(tmp_path):
     assert asyncio.run(call("/v1/sessions", b"Bearer wrong")) == 401 and not read
     assert asyncio.run(call("/v1/sessions", b"bearer s3cret")) == 200 and len(read) == 1
     assert asyncio.run(call("/healthz", None)) == 200 and asyncio.run(call("/v1x", None)) == 200
+
+
+@pytest.mark.slow
+def test_store_caps_on_postgresql(postgres_url):
+    probe = SessionStore(postgres_url, ttl=60)
+    live = probe.count()  # other tests share the server
+    probe.close()
+    store = SessionStore(postgres_url, ttl=60, max_sessions=live + 2, max_session_bytes=100_000)
+    try:
+        ids = [store.create("en").id for _ in range(2)]
+        with pytest.raises(ServiceError) as err:
+            store.create("en")
+        assert err.value.code == "too_many_sessions" and int(err.value.headers["Retry-After"]) > 0
+        with pytest.raises(ServiceError) as err:
+            store.update(ids[0], lambda s: s.facts.append({"type": "run", "role": "target", "name": "x" * 200_000}))
+        assert err.value.code == "session_too_large" and store.get(ids[0]).facts == []
+        assert store.delete(ids[0]) and store.create("en").id
+    finally:
+        store.close()
