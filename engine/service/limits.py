@@ -3,8 +3,9 @@
 - a rate limit per client address (a token bucket per address, per worker process): 429
   `rate_limited` with Retry-After; `/healthz` is not counted, so probes behind the same proxy as
   the clients keep working;
-- the bearer token, when the server has one: a /v1 request without it is answered 401
-  `unauthorized` before its body is read (the routers check it again, and declare it in OpenAPI);
+- the bearer token, when the server has one: an upload (POST, PUT, PATCH) under /v1 without it
+  is answered 401 `unauthorized` before its body is read; the routers check every request
+  (and declare the scheme in OpenAPI), so reading routes decide for themselves;
 - the body size: a declared Content-Length over the limit is refused before reading, a streamed
   body is counted and cut off at the limit (413 `request_too_large`);
 - the body read time: a body not received within `body_timeout` seconds is answered with 408
@@ -34,6 +35,7 @@ from engine.service.errors import ServiceError
 log = logging.getLogger("precdx.service")
 
 UNLIMITED_PATHS = ("/healthz",)
+_BODY_METHODS = ("POST", "PUT", "PATCH")
 _THREAD_SCAN_BYTES = 256 * 1024   # deeper-than scans of bigger bodies run off the event loop
 
 
@@ -137,7 +139,8 @@ class RequestGuard:
                 return await respond(send, ServiceError(
                     429, "rate_limited", f"too many requests from this client; retry in {retry} s",
                     headers={"Retry-After": str(retry)}))
-        if self.expected is not None and _under(scope.get("path", ""), self.protected):
+        if (self.expected is not None and scope.get("method") in _BODY_METHODS
+                and _under(scope.get("path", ""), self.protected)):
             header = next((v for k, v in scope.get("headers", []) if k == b"authorization"), b"")
             scheme, _, given = header.partition(b" ")  # as FastAPI's HTTPBearer reads it
             if scheme.lower() != b"bearer" or not hmac.compare_digest(given, self.expected):
@@ -234,7 +237,7 @@ def _client_address(scope) -> str:
 def _json_body(scope) -> bool:
     """A body the routes will parse as JSON: a JSON media type, or none at all (FastAPI reads
     a body without a Content-Type as JSON)."""
-    if scope.get("method") not in ("POST", "PUT", "PATCH"):
+    if scope.get("method") not in _BODY_METHODS:
         return False
     ctype = None
     for key, value in scope.get("headers", []):
