@@ -467,19 +467,45 @@ def replay(case_dir, step, model_fn, step_fn, batch_fn, checkpoint, side, then_d
 
 
 # ------------------------------------------------------------------ serve / ask (optional parts)
-@main.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
+def _serve_epilog() -> str:
+    import textwrap
+
+    from engine.service.settings import environment
+
+    lines = ["\b", "Environment variables the server reads (defaults in brackets):"]
+    for name, meaning, default in environment():
+        text = meaning + (f" [{default}]" if default else "")
+        wrapped = textwrap.wrap(text, width=66) or [""]
+        lines.append(f"  {name:<27} {wrapped[0]}")
+        lines.extend(f"  {'':<27} {more}" for more in wrapped[1:])
+    lines += ["", "Error codes and the operator's checklist: the README's service section."]
+    return "\n".join(lines)
+
+
+@main.command(epilog=_serve_epilog())
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but loopback needs a token (or --insecure).")
 @click.option("--port", default=8787, show_default=True, type=int)
 @click.option("--workers", default=2, show_default=True, type=int)
-@click.option("--db", "db_url", default=None, help="Session store URL (sqlite:///path or postgresql://...).")
-@click.option("--token", envvar="PRECDX_TOKEN", default=None, help="Require this bearer token.")
-def serve(host, port, workers, db_url, token):
-    """Run the HTTP API (chat bots, sessions)."""
+@click.option("--db", "db_url", default=None, help="Session store URL (sqlite:///path or postgresql://...); "
+              "default PRECDX_DB_URL.")
+@click.option("--token-file", type=click.Path(dir_okay=False), default=None,
+              help="Read the bearer token from this file (one line). Or set PRECDX_TOKEN / PRECDX_TOKEN_FILE.")
+@click.option("--token", default=None,
+              help="Require this bearer token. Visible to every user in `ps`: prefer --token-file or PRECDX_TOKEN.")
+@click.option("--insecure", is_flag=True, help="Listen on a non-loopback address without a token anyway.")
+def serve(host, port, workers, db_url, token_file, token, insecure):
+    """Run the HTTP API (chat bots, sessions).
+
+    Without a token the server only listens on a loopback address; give one with PRECDX_TOKEN,
+    PRECDX_TOKEN_FILE or --token-file to serve other hosts. Limits (body size and read time,
+    facts, sessions, rate per client) are set by the variables below."""
     try:
         from engine.service.app import serve as run_server
     except ImportError as exc:
         raise PrecdxError(f"the service needs its extras: {exc}", hint="pip install 'precdx[serve]'") from None
-    run_server(host=host, port=port, workers=workers, db_url=db_url, token=token)
+    run_server(host=host, port=port, workers=workers, db_url=db_url, token=token, token_file=token_file,
+               insecure=insecure)
 
 
 @main.command("mcp")

@@ -60,6 +60,7 @@ def start_server(args, db: str) -> tuple[subprocess.Popen, str, object]:
     port = free_port()
     url = f"http://{HOST}:{port}"
     env = dict(os.environ)
+    env.setdefault("PRECDX_RATE_LIMIT", "0")  # the benchmark's clients share one address: no per-client limit
     if args.rules:
         env["PRECDX_SERVICE_RULES"] = str(Path(args.rules).resolve())
     log = tempfile.TemporaryFile()

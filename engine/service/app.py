@@ -1,16 +1,21 @@
 """The FastAPI application and `serve()`: settings, the session store and the job pool on
-`app.state`, the body-size limit, JSON errors and the routers of engine/service/routes/
-(health and catalogues, diagnose, sessions). Routes stay thin: they parse the request, hand the
-work to the job pool and render the result as JSON or chat-ready markdown. Every error is JSON
-`{error, detail}`; bad input never yields a 500."""
+`app.state`, the request guard (engine/service/limits.py: rate limit, token, body size and read
+time, JSON depth), JSON errors and the routers of engine/service/routes/ (health and catalogues,
+diagnose, sessions). Routes stay thin: they parse the request, hand the work to the job pool and
+render the result as JSON or chat-ready markdown. Every error is JSON `{error, detail}` with one
+code per condition (the README's service section lists them); bad input never yields a 500.
+
+`serve()` refuses a non-loopback address without a token (unless `insecure`), reads the token
+from a file or the environment rather than the command line, and logs through uvicorn's handler."""
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 import os
 import sys
 from contextlib import asynccontextmanager
-from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -24,7 +29,7 @@ from engine import __version__
 from engine.errors import PrecdxError
 from engine.service.errors import ServiceError
 from engine.service.jobs import JobRunner
-from engine.service.limits import BodyLimit
+from engine.service.limits import RequestGuard
 from engine.service.models import DiagnoseRequest, ErrorOut
 from engine.service.routes import diagnose, meta, sessions
 from engine.service.routes.diagnose import diagnose_job  # noqa: F401 (the job POST /v1/diagnose runs)
@@ -32,6 +37,14 @@ from engine.service.settings import Settings
 from engine.service.store import SessionStore
 
 log = logging.getLogger("precdx.service")
+
+
+# The code of an error raised as a bare HTTP status (by the framework or the token guard): fixed
+# here rather than derived from the status phrase, which differs between Python versions
+# (413 is "Request Entity Too Large" before 3.13, "Content Too Large" after) and would give one
+# condition two codes.
+HTTP_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
+              413: "request_too_large", 415: "unsupported_media_type", 422: "invalid_request"}
 
 
 def _error(status: int, code: str, detail: str, headers: dict | None = None) -> JSONResponse:
@@ -45,7 +58,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     if settings.engine not in ENGINES:
         raise PrecdxError(f"unknown matcher {settings.engine!r} (PRECDX_SERVICE_ENGINE)", hint=f"use one of {ENGINES}")
-    store = SessionStore(settings.db_url, ttl=settings.session_ttl)
+    store = SessionStore(settings.db_url, ttl=settings.session_ttl, max_sessions=settings.max_sessions,
+                         max_session_bytes=settings.max_session_bytes)
     runner = JobRunner(settings.max_jobs, settings.request_timeout)
 
     @asynccontextmanager
@@ -63,7 +77,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.runner = runner
     app.state.diagnose_job = diagnose_job  # looked up here, so a test may replace it on this module
     app.state.coverage = {}
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(RequestGuard, max_bytes=settings.max_request_bytes, body_timeout=settings.body_timeout,
+                       max_json_depth=settings.max_json_depth, rate_limit=settings.rate_limit,
+                       rate_burst=settings.rate_burst, token=settings.token)
     _add_error_handlers(app)
 
     # the spec declares bearer auth only when the server requires it, so it never says more than is true
@@ -94,7 +110,7 @@ def _token_guard(token: str):
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(_req: Request, exc: ServiceError):
-        return _error(exc.status, exc.code, exc.render())
+        return _error(exc.status, exc.code, exc.render(), headers=exc.headers)
 
     @app.exception_handler(PrecdxError)
     async def _precdx_error(_req: Request, exc: PrecdxError):
@@ -102,18 +118,20 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_req: Request, exc: RequestValidationError):
+        errors = exc.errors()
+        broken = next((e for e in errors if e.get("type") == "json_invalid"), None)
+        if broken is not None:  # the same answer as a route that parses its JSON itself
+            reason = (broken.get("ctx") or {}).get("error", "JSON decode error")
+            return _error(400, "invalid_json", f"the body is not JSON: {reason}")
         parts = []
-        for err in exc.errors():
+        for err in errors:
             loc = ".".join(str(x) for x in err.get("loc", ()))
             parts.append(f"{loc}: {err.get('msg', 'invalid')}")
         return _error(422, "invalid_request", "; ".join(parts) or "invalid request")
 
     @app.exception_handler(HTTPException)
     async def _http_error(req: Request, exc: HTTPException):
-        try:
-            code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_").replace("-", "_")
-        except ValueError:
-            code = "error"
+        code = HTTP_CODES.get(exc.status_code, "error")
         headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code == 405:
             # one route per method: the router names only the first route's methods
@@ -199,22 +217,97 @@ def app_from_env() -> FastAPI:
 
 
 def serve(host: str = "127.0.0.1", port: int = 8787, workers: int = 2, db_url: str | None = None,
-          token: str | None = None, **overrides: Any) -> None:
+          token: str | None = None, token_file: str | None = None, insecure: bool = False,
+          **overrides: Any) -> None:
+    """Run the API with uvicorn. The token comes from `token`, else `token_file`, else the
+    environment (PRECDX_TOKEN, else PRECDX_TOKEN_FILE). Without a token, only a loopback address
+    is served unless `insecure` says otherwise."""
     import uvicorn
 
+    token = resolve_token(token, token_file)
     settings = Settings.from_env(db_url=db_url, token=token, **overrides)
+    check_bind(host, settings.token, insecure)
     SessionStore(settings.db_url, ttl=settings.session_ttl).close()  # a bad store URL fails here, clearly
-    if host not in ("127.0.0.1", "localhost", "::1") and not settings.token:
-        print(f"precdx serve: warning: listening on {host} without --token", file=sys.stderr)
     os.environ.update(settings.to_env())
+    os.environ.pop("PRECDX_TOKEN_FILE", None)  # the workers take the token already read
+    logging_config = log_config()
     if workers <= 1:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info", log_config=logging_config)
         return
     from uvicorn.supervisors import Multiprocess
 
     config = _TcpConfig("engine.service.app:app_from_env", factory=True, host=host, port=port, workers=workers,
-                        log_level="info")
+                        log_level="info", log_config=logging_config)
     Multiprocess(config, sockets=[config.bind_socket()]).run()
+
+
+def resolve_token(token: str | None = None, token_file: str | None = None) -> str | None:
+    """The bearer token: given directly, read from a file, or from PRECDX_TOKEN / PRECDX_TOKEN_FILE."""
+    if token is not None and token_file is not None:
+        raise PrecdxError("give --token or --token-file, not both")
+    if token is not None:
+        return _checked_token(token, "--token")
+    if token_file is not None:
+        return read_token_file(token_file)
+    env_token, env_file = os.environ.get("PRECDX_TOKEN") or None, os.environ.get("PRECDX_TOKEN_FILE") or None
+    if env_token is not None and env_file is not None:
+        raise PrecdxError("both PRECDX_TOKEN and PRECDX_TOKEN_FILE are set; keep one")
+    if env_file is not None:
+        return read_token_file(env_file)
+    return _checked_token(env_token, "PRECDX_TOKEN") if env_token is not None else None
+
+
+def read_token_file(path: str) -> str:
+    """The token in a file (one line; surrounding whitespace ignored). A file others may read is
+    used, with a warning."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        mode = os.stat(path).st_mode
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise PrecdxError(f"cannot read the token file: {reason}", path=path) from None
+    if mode & 0o077:
+        print(f"precdx serve: warning: the token file {path} can be read by other users (chmod 600 it)",
+              file=sys.stderr)
+    return _checked_token(text.strip(), f"the token file {path}")
+
+
+def _checked_token(token: str, where: str) -> str:
+    if not token:
+        raise PrecdxError(f"{where} is empty")
+    if any(c.isspace() for c in token):
+        raise PrecdxError(f"{where} holds whitespace inside the token (one line, one token)")
+    return token
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any address
+
+
+def check_bind(host: str, token: str | None, insecure: bool) -> None:
+    """Refuse to serve a non-loopback address without a token, unless told to (insecure)."""
+    if token or is_loopback(host):
+        return
+    if not insecure:
+        raise PrecdxError(f"refusing to listen on {host} without a token: anyone who can reach it could use the API",
+                          hint="set PRECDX_TOKEN or --token-file, or pass --insecure")
+    print(f"precdx serve: warning: listening on {host} without a token (--insecure)", file=sys.stderr)
+
+
+def log_config() -> dict:
+    """uvicorn's logging, with the service's own logger (one line per event) on its handler."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["precdx"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
 
 
 try:

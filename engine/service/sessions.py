@@ -3,9 +3,10 @@ session shows back (ranking, dominant hypothesis, next question). Plain function
 stored session; the HTTP layer only calls them."""
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable
 
-from engine.diagnosis import diagnose
+from engine.diagnosis import Diagnosis, diagnose
 from engine.facts import Fact, FactSet, parse_fact
 from engine.planner.answers import answer_to_fact
 from engine.planner.nextbest import dominant, plan
@@ -15,13 +16,64 @@ from engine.service.settings import Settings
 from engine.service.store import Session
 
 SUGGESTIONS = 5
+ECHO_FIELD_CHARS = 200   # fields of an omitted fact kept in its stub
 
 
-def parse_facts(items: Iterable[dict[str, Any]], *, where: str = "facts", max_facts: int) -> list[Fact]:
+def parse_facts(items: Iterable[dict[str, Any]], *, where: str = "facts", max_facts: int,
+                max_fact_bytes: int | None = None) -> list[Fact]:
     items = list(items)
     if len(items) > max_facts:
         raise ServiceError(413, "too_many_facts", f"{len(items)} facts in one request (limit {max_facts})")
+    if max_fact_bytes is not None:
+        for i, item in enumerate(items):
+            size = _json_size(item)
+            if size > max_fact_bytes:
+                kind = item.get("type") if isinstance(item, dict) else None
+                named = f"{where}[{i}]" + (f" ({kind})" if isinstance(kind, str) else "")
+                raise ServiceError(413, "fact_too_large",
+                                   f"{named} is {size} bytes as JSON (limit {max_fact_bytes})")
     return [parse_fact(item, where=f"{where}[{i}]") for i, item in enumerate(items)]
+
+
+def _json_size(item: Any) -> int:
+    return len(json.dumps(item, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8"))
+
+
+# ---------------------------------------------------------------- what a response repeats back
+def echo_facts(facts: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int, int]:
+    """The facts as a response repeats them: in order, whole while they fit in `budget` bytes
+    of JSON; a fact that does not fit is replaced by a stub (its type, its short fields,
+    `"omitted": true` and its size). Returns (facts, omitted count, omitted bytes)."""
+    out, used, omitted, omitted_bytes = [], 0, 0, 0
+    for fact in facts:
+        size = _json_size(fact)
+        if used + size <= budget:
+            out.append(fact)
+            used += size
+            continue
+        stub = {k: v for k, v in fact.items()
+                if isinstance(v, (str, int, float, bool)) and len(str(v)) <= ECHO_FIELD_CHARS}
+        stub.update(omitted=True, bytes=size)
+        out.append(stub)
+        omitted += 1
+        omitted_bytes += size
+    return out, omitted, omitted_bytes
+
+
+def echo_note(omitted: int, omitted_bytes: int, budget: int) -> dict[str, str]:
+    return {"message": f"{omitted} fact(s) ({omitted_bytes} bytes) are not repeated in full in this response "
+                       f"(a response repeats at most {budget} bytes of facts, PRECDX_MAX_ECHO_BYTES); they were "
+                       f"used as sent and are marked \"omitted\": true",
+            "source": "service"}
+
+
+def limit_echo(diag: Diagnosis, budget: int) -> Diagnosis:
+    """The diagnosis with its facts within the echo budget, saying so in its warnings."""
+    facts, omitted, omitted_bytes = echo_facts(diag.facts, budget)
+    if not omitted:
+        return diag
+    return diag.model_copy(update={"facts": facts, "warnings": [*diag.warnings,
+                                                                echo_note(omitted, omitted_bytes, budget)]})
 
 
 def answers_to_facts(answers: Iterable[Answer], *, source: str) -> tuple[list[Fact], list[str]]:
@@ -66,12 +118,15 @@ def _plan(session: Session, settings: Settings):
 
 
 def session_state(session: Session, settings: Settings) -> SessionState:
+    """The session as answered: its facts and its diagnosis's facts are each repeated within the
+    echo budget (settings.max_echo_bytes), and the diagnosis's warnings say what was left out."""
     facts, diag, suggestions, top, question = _plan(session, settings)
+    echoed, _, _ = echo_facts(facts.to_json(), settings.max_echo_bytes)
     return SessionState(
         session_id=session.id, lang=session.lang, turns=session.turns, created=session.created,
-        updated=session.updated, expires_at=session.expires, facts=facts.to_json(), skipped=session.skipped,
+        updated=session.updated, expires_at=session.expires, facts=echoed, skipped=session.skipped,
         dominant=top.failure_mode if top else None, next_question=None if top else question,
-        suggestions=[] if top else suggestions, diagnosis=diag)
+        suggestions=[] if top else suggestions, diagnosis=limit_echo(diag, settings.max_echo_bytes))
 
 
 def session_next(session: Session, settings: Settings) -> NextOut:

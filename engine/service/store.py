@@ -3,6 +3,12 @@
 per session; the same statements run on both (only the placeholder and the row lock differ).
 A session expires `ttl` seconds after its last turn; expired rows read as absent and are
 purged when new sessions are created.
+
+Limits: at most `max_sessions` live sessions (429 `too_many_sessions`, with Retry-After until the
+oldest expires) and `max_session_bytes` of stored data per session (413 `session_too_large`).
+Space is given back: the SQLite file uses incremental auto-vacuum, and after a delete or a purge
+the freed pages are returned to the file system and the write-ahead log is truncated, so the
+file shrinks. PostgreSQL's autovacuum makes the space of deleted rows reusable by itself.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from engine.errors import PrecdxError
+from engine.service.errors import ServiceError
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS precdx_sessions (
@@ -81,6 +88,9 @@ def describe_url(url: str | None) -> tuple[str, str]:
     return "sqlite", url
 
 
+_INCREMENTAL = 2  # PRAGMA auto_vacuum value
+
+
 class _SQLite:
     name = "sqlite"
     lock_suffix = ""
@@ -90,17 +100,42 @@ class _SQLite:
         parent = Path(path).parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
-            with self._connect() as conn:
+            conn = self._connect()
+            try:
+                if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != _INCREMENTAL:
+                    # set before the first table exists; a file made by an older version is
+                    # rebuilt once (VACUUM) so the setting takes effect
+                    conn.execute(f"PRAGMA auto_vacuum={_INCREMENTAL}")
+                    conn.execute("VACUUM")
                 conn.execute("PRAGMA journal_mode=WAL")
                 for stmt in SCHEMA:
                     conn.execute(stmt)
+            finally:
+                conn.close()
         except (sqlite3.Error, OSError) as exc:
             raise PrecdxError(f"cannot open the session store: {exc}", path=path) from None
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         conn.execute("PRAGMA busy_timeout=30000")
+        # a checkpointed write-ahead log is cut back to this size instead of keeping its peak
+        conn.execute(f"PRAGMA journal_size_limit={4 * 1024 * 1024}")
         return conn
+
+    def reclaim(self) -> None:
+        """Give the pages freed by deletes back to the file system: move them to the end of the
+        file and cut it (incremental vacuum), then copy the log into the file and truncate the
+        log. Concurrent readers may keep the log from being truncated; the next reclaim does it."""
+        conn = self._connect()
+        try:
+            if conn.execute("PRAGMA freelist_count").fetchone()[0]:
+                # executescript steps the pragma to its end; execute() would free one page per call
+                conn.executescript("PRAGMA incremental_vacuum;")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.OperationalError:
+            pass  # busy: the space stays free inside the file and is reused
+        finally:
+            conn.close()
 
     @contextmanager
     def transaction(self, write: bool) -> Iterator[Callable[[str, tuple], list[tuple]]]:
@@ -181,6 +216,9 @@ class _Postgres:
             else:
                 conn.close()
 
+    def reclaim(self) -> None:
+        """Nothing to do: autovacuum makes the space of deleted rows reusable."""
+
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
@@ -191,22 +229,47 @@ class _Postgres:
 class SessionStore:
     """Create, read, update (atomically, row-locked) and expire sessions."""
 
-    def __init__(self, url: str | None = None, *, ttl: float = 24 * 3600.0) -> None:
+    def __init__(self, url: str | None = None, *, ttl: float = 24 * 3600.0, max_sessions: int | None = None,
+                 max_session_bytes: int | None = None) -> None:
         backend, location = describe_url(url)
         self.backend = backend
         self.ttl = ttl
+        self.max_sessions = max_sessions
+        self.max_session_bytes = max_session_bytes
         self._db = _Postgres(location) if backend == "postgresql" else _SQLite(location)
+
+    def _data(self, session: Session) -> str:
+        data = session.data()
+        if self.max_session_bytes is not None:
+            size = len(data.encode("utf-8"))
+            if size > self.max_session_bytes:
+                raise ServiceError(413, "session_too_large", f"the session would hold {size} bytes of facts "
+                                   f"(limit {self.max_session_bytes}); start a new session for another case")
+        return data
 
     def create(self, lang: str, facts: list[dict] | None = None, skipped: list[str] | None = None) -> Session:
         now = time.time()
         session = Session(id=secrets.token_urlsafe(18), lang=lang, facts=list(facts or []),
                           skipped=list(skipped or []), turns=1 if (facts or skipped) else 0,
                           created=now, updated=now, expires=now + self.ttl)
+        data = self._data(session)
         with self._db.transaction(write=True) as run:
-            run("DELETE FROM precdx_sessions WHERE expires <= ?", (now,))
+            purged = run("SELECT COUNT(*) FROM precdx_sessions WHERE expires <= ?", (now,))[0][0]
+            if purged:
+                run("DELETE FROM precdx_sessions WHERE expires <= ?", (now,))
+            if self.max_sessions is not None:
+                live, first_expiry = run("SELECT COUNT(*), MIN(expires) FROM precdx_sessions", ())[0]
+                if live >= self.max_sessions:
+                    retry = max(1, int(float(first_expiry) - now) + 1)
+                    raise ServiceError(429, "too_many_sessions",
+                                       f"the server holds {live} live sessions (limit {self.max_sessions}); "
+                                       f"delete finished sessions or retry when one expires",
+                                       headers={"Retry-After": str(retry)})
             run(f"INSERT INTO precdx_sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (session.id, session.lang, session.data(), session.turns, session.created, session.updated,
+                (session.id, session.lang, data, session.turns, session.created, session.updated,
                  session.expires))
+        if purged:
+            self._db.reclaim()
         return session
 
     def get(self, sid: str) -> Session | None:
@@ -224,18 +287,22 @@ class SessionStore:
                 return None
             session = Session.from_row(rows[0])
             change(session)
+            data = self._data(session)
             now = time.time()
             session.turns += 1
             session.updated = now
             session.expires = now + self.ttl
             run("UPDATE precdx_sessions SET data = ?, turns = ?, updated = ?, expires = ? WHERE id = ?",
-                (session.data(), session.turns, session.updated, session.expires, sid))
+                (data, session.turns, session.updated, session.expires, sid))
         return session
 
     def delete(self, sid: str) -> bool:
         with self._db.transaction(write=True) as run:
             found = run("SELECT id FROM precdx_sessions WHERE id = ? AND expires > ?", (sid, time.time()))
+            removed = run("SELECT COUNT(*) FROM precdx_sessions WHERE id = ?", (sid,))[0][0]
             run("DELETE FROM precdx_sessions WHERE id = ?", (sid,))
+        if removed:
+            self._db.reclaim()
         return bool(found)
 
     def purge_expired(self) -> int:
@@ -243,7 +310,17 @@ class SessionStore:
         with self._db.transaction(write=True) as run:
             gone = run("SELECT COUNT(*) FROM precdx_sessions WHERE expires <= ?", (now,))
             run("DELETE FROM precdx_sessions WHERE expires <= ?", (now,))
+        if gone[0][0]:
+            self._db.reclaim()
         return int(gone[0][0])
+
+    def reclaim(self) -> None:
+        """Return the space of deleted sessions to the file system (SQLite)."""
+        self._db.reclaim()
+
+    def count(self) -> int:
+        with self._db.transaction(write=False) as run:
+            return int(run("SELECT COUNT(*) FROM precdx_sessions WHERE expires > ?", (time.time(),))[0][0])
 
     def ping(self) -> None:
         with self._db.transaction(write=False) as run:

@@ -31,7 +31,9 @@ RUNS = [{"type": "run", "role": "baseline", "name": "baseline", "device": "gpu"}
 
 
 def make_settings(tmp_path: Path, **kw) -> Settings:
-    base = dict(db_url=f"sqlite:///{tmp_path / 'sessions.sqlite3'}", rules_path=str(PACK), request_timeout=60.0)
+    # no rate limit unless a test sets one: the TestClient sends every request from one address
+    base = dict(db_url=f"sqlite:///{tmp_path / 'sessions.sqlite3'}", rules_path=str(PACK), request_timeout=60.0,
+                rate_limit=0.0)
     base.update(kw)
     return Settings(**base)
 
@@ -54,13 +56,15 @@ def free_port() -> int:
 
 
 class Server:
-    """`precdx serve` in a subprocess on 127.0.0.1 (stopped with SIGTERM)."""
+    """`precdx serve` in a subprocess (stopped with SIGTERM), reached on 127.0.0.1; `args` are
+    more command-line options (e.g. --host 0.0.0.0 --token-file PATH)."""
 
-    def __init__(self, db_url: str, workers: int = 2, token: str | None = None, env: dict | None = None) -> None:
+    def __init__(self, db_url: str, workers: int = 2, token: str | None = None, env: dict | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, str(REPO / "cli.py"), "serve", "--port", str(self.port), "--workers", str(workers),
-               "--db", db_url]
+               "--db", db_url, *args]
         if token:
             cmd += ["--token", token]
         self.log = tempfile.TemporaryFile()
@@ -85,8 +89,11 @@ class Server:
         raise RuntimeError(f"server did not come up: {self.output()}")
 
     def output(self) -> str:
+        return self.full_output()[-3000:]
+
+    def full_output(self) -> str:
         self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-3000:]
+        return self.log.read().decode(errors="replace")
 
     def stop(self) -> None:
         if self.proc.poll() is None:

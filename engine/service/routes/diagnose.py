@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from engine.diagnosis import Diagnosis
 from engine.errors import Warnings
 from engine.service.errors import ServiceError
+from engine.service.limits import check_json_depth
 from engine.service.models import DiagnoseRequest, Format, Lang
 from engine.service.routes.common import ERRORS, MARKDOWN, AppSettings, Runner, json_response, markdown
 from engine.service.settings import Settings
@@ -34,7 +35,7 @@ def diagnose_job(settings: Settings, request: DiagnoseRequest, archive: BinaryIO
     from engine.service.sessions import answers_to_facts, parse_facts
 
     warnings = Warnings()
-    given = parse_facts(request.facts, max_facts=settings.max_facts)
+    given = parse_facts(request.facts, max_facts=settings.max_facts, max_fact_bytes=settings.max_fact_bytes)
     answered, _ = answers_to_facts(request.answers, source="request")
     if archive is None and not given and not answered:
         raise ServiceError(400, "nothing_to_diagnose", "give facts, answers or an archive of run folders")
@@ -85,6 +86,8 @@ async def post_diagnose(request: Request, settings: AppSettings, runner: Runner,
             raise ServiceError(415, "unsupported_media_type",
                                "send JSON facts, multipart/form-data (archive, facts) or a zip/tar body")
         diag = await runner.run(job, settings, body, archive, lang, deadline, deadline=deadline)
+        from engine.service.sessions import limit_echo
+        diag = limit_echo(diag, settings.max_echo_bytes)  # a huge fact is not sent back whole
     finally:
         if archive is not None and form is None:
             archive.close()
@@ -131,6 +134,8 @@ async def _read_form(request: Request, settings: Settings):
         facts = form.get("facts")
         if isinstance(facts, UploadFile):
             facts = await facts.read()
+        if facts:
+            check_json_depth(facts, settings.max_json_depth)
         body = parse_body(DiagnoseRequest, facts.encode() if isinstance(facts, str) else (facts or b""))
         return body, (archive.file if archive is not None else None), form
     except BaseException:

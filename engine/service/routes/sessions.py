@@ -39,7 +39,8 @@ async def create_session(settings: AppSettings, store: Store, runner: Runner, bo
         from engine.service.sessions import apply_turn, parse_facts, session_state
 
         draft = Session(id="", lang=body.lang)
-        apply_turn(draft, parse_facts(body.facts, max_facts=settings.max_facts), body.answers,
+        apply_turn(draft, parse_facts(body.facts, max_facts=settings.max_facts,
+                                     max_fact_bytes=settings.max_fact_bytes), body.answers,
                    max_facts=settings.max_facts)
         session = store.create(body.lang, draft.facts, draft.skipped)
         return session_state(session, settings)
@@ -68,7 +69,7 @@ async def add_turn(settings: AppSettings, store: Store, runner: Runner, body: Se
     def job() -> SessionState:
         from engine.service.sessions import apply_turn, parse_facts, session_state
 
-        facts = parse_facts(body.facts, max_facts=settings.max_facts)
+        facts = parse_facts(body.facts, max_facts=settings.max_facts, max_fact_bytes=settings.max_fact_bytes)
         session = store.update(session_id, lambda s: apply_turn(s, facts, body.answers,
                                                                 max_facts=settings.max_facts))
         if session is None:
