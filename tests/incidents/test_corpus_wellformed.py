@@ -1,6 +1,9 @@
 """The public incident corpus (tests/incidents/<id>/) is well-formed: canonical ids, links, splits, sizes,
 and every incident parses with `precdx facts` without a fatal error. Accuracy is measured by
-bench/incidents, never asserted here."""
+bench/incidents, never asserted here.
+
+Splits: `tune` (the rules were tuned on it), `score` (scored, and looked at) and `holdout` (written and
+frozen after the rules were tuned, scored once to measure generalisation)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,6 +17,7 @@ from engine.cli import main as cli_main
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 FAILURE_MODES = REPO.parent / "shared" / "failure-modes.yaml"
+SPLITS = ("tune", "score", "holdout")
 REQUIRED = ("id", "link", "title", "cause", "failure_modes", "verdict", "form", "split", "changed",
             "quoted", "reconstructed")
 INCIDENTS = sorted(p.parent for p in HERE.glob("*/incident.yaml"))
@@ -46,7 +50,7 @@ def test_incident_metadata(folder: Path, canonical_ids: set[str]):
         assert "aligned.within_noise" in modes, "healthy incidents must accept aligned.within_noise"
     else:
         assert "aligned.within_noise" not in modes
-    assert meta["split"] in ("tune", "score")
+    assert meta["split"] in SPLITS, f"{folder.name}: split {meta['split']!r} not one of {SPLITS}"
     assert isinstance(meta["changed"], list)
     has_facts = (folder / "facts.yaml").is_file()
     has_runs = (folder / "target").is_dir() and (folder / "baseline").is_dir()
@@ -66,9 +70,21 @@ def test_corpus_size_and_coverage(canonical_ids: set[str]):
     modes = {m["failure_modes"][0] for m in faulty}
     assert len(modes) >= 15, f"faulty incidents cover only {len(modes)} modes: {sorted(modes)}"
     splits = {m["split"] for m in metas}
-    assert splits == {"tune", "score"}, f"both halves must be non-empty, got {splits}"
+    assert {"tune", "score"} <= splits <= set(SPLITS), f"tune and score must be non-empty, got {splits}"
     links = [m["link"] for m in metas]
     assert len(links) == len(set(links)), "an incident link is used twice"
+
+
+def test_holdout_split_size_and_coverage():
+    metas = [m for m in (_meta(f) for f in INCIDENTS) if m.get("split") == "holdout"]
+    if not metas:
+        pytest.skip("no holdout incidents")
+    faulty = [m for m in metas if m["verdict"] == "misaligned"]
+    healthy = [m for m in metas if m["verdict"] == "aligned"]
+    assert len(faulty) >= 14, f"holdout has only {len(faulty)} faulty incidents"
+    assert len(healthy) >= 3, f"holdout has only {len(healthy)} healthy incidents"
+    modes = {m["failure_modes"][0] for m in faulty}
+    assert len(modes) >= 8, f"holdout faulty incidents cover only {len(modes)} modes: {sorted(modes)}"
 
 
 @pytest.mark.parametrize("folder", INCIDENTS, ids=[p.name for p in INCIDENTS])
