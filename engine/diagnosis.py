@@ -359,6 +359,25 @@ def _shadowed_firings(firings: list[Firing], by_id: dict, fact_list: list[Fact])
     return out
 
 
+MECHANISM_FIT_FLOOR = 0.35   # a mechanism whose presentation fits the symptoms worst keeps this share
+
+
+def _mechanism_fit(modes: list[str], profile: Any, kb: dict) -> dict[str, float]:
+    """How well each mechanism's kb presentation explains the symptoms, relative to the best of
+    them (1.0 for the best; modes without a presentation count as fitting)."""
+    from engine import differential as dx
+
+    raw = {}
+    for mode in modes:
+        pres = getattr(kb.get(mode), "presentation", None)
+        if pres is not None:
+            raw[mode] = dx.score_mode(pres, profile)
+    top = max(raw.values(), default=0.0)
+    if top <= 0:
+        return {}
+    return {m: v / top for m, v in raw.items()}
+
+
 def _not_a_difference(fact: Fact, warnings: Warnings) -> bool:
     """A config/env/library difference whose two sides hold the same value contradicts itself
     (hand-written facts, a bot's payload): it is named in the warnings and left out."""
@@ -461,9 +480,13 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
         if not symptomatic and not trig.declared:
             continue
         w = (xp.DECLARED_WEIGHT if trig.declared else xp.UNDECLARED_WEIGHT) * (1.0 if symptomatic else 0.5)
-        for k, mech in enumerate(xp.mechanisms_for(trig.key, library=trig.library)):
-            # the table lists mechanisms most likely first
-            contributions.append((mech.mode, MECHANISM_RULE, round(w * (1.0 - 0.06 * k), 4), True))
+        mechs = xp.mechanisms_for(trig.key, library=trig.library)
+        fit = _mechanism_fit([m.mode for m in mechs], profile, kb) if symptomatic else {}
+        for k, mech in enumerate(mechs):
+            # the table lists mechanisms most likely first; with a symptom, a mechanism that does
+            # not present that way (a grad-norm logging difference for a loss gap) falls back
+            mw = w * (1.0 - 0.06 * k) * (MECHANISM_FIT_FLOOR + (1.0 - MECHANISM_FIT_FLOOR) * fit.get(mech.mode, 1.0))
+            contributions.append((mech.mode, MECHANISM_RULE, round(mw, 4), True))
             why = mech.why_zh if lang == "zh" else mech.why_en
             text = (f"触发条件 {trig.describe(lang)}；依赖它的机制：{why}。" if lang == "zh"
                     else f"Trigger: {trig.describe(lang)}. Mechanism that depends on it: {why}.")

@@ -29,6 +29,7 @@ LIKELIHOOD = {"typical": 1.0, "possible": 0.45}
 ABSENT = 0.12                  # an established symptom the mode does not present
 TENTATIVE_MAX_STEPS = 5        # below this many compared steps a loss gap is only tentative
 TENTATIVE_CAP = 0.2            # the tentative differential's best weight
+SHAPE_MIN_STEPS = 3            # fewer compared steps than this have no error shape
 GRAD_NORM_MIN_STEPS = 3        # the grad-norm symptom rules need this many compared steps (SYM-011)
 GRAD_NORM_TOLERANCE = 0.1      # the documented grad-norm acceptance (within 10%)
 SECONDARY_ABSENT = 0.7         # ... when that symptom is a consequence of another one (see SECONDARY)
@@ -140,7 +141,8 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
         late = _num(getattr(lc, "mean_rel_err_late", None))
         ratio_mean = _num(getattr(lc, "ratio_mean", None))
         ratio_cv = _num(getattr(lc, "ratio_cv", None))
-        if mean is not None and mean > 0.002:
+        # the shape of an error is a property of a curve: a point or two has none
+        if mean is not None and mean > 0.002 and (prof.steps_compared or 0) >= SHAPE_MIN_STEPS:
             if (ratio_cv is not None and ratio_mean is not None and abs(ratio_mean - 1) > 0.03
                     and ratio_cv < 0.25 * abs(ratio_mean - 1)):
                 prof.error_shape = "constant_ratio"

@@ -251,9 +251,9 @@ class LogEvent(Fact):
     step: Int | None = F("first iteration the lines name (or the step logged before them)", unit="steps")
     node: Optional[str] = F("host named by the lines (rerun machine, NaN check), when printed")
     message: Optional[str] = F("first such line (shortened), for evidence", match=False)
-    signature: Optional[Literal["index_out_of_range", "device_assert", "illegal_memory_access"]] = F(
+    signature: Optional[Literal["index_out_of_range", "device_assert", "illegal_memory_access", "non_finite"]] = F(
         "what the error line says, read from `message` when not given (an index beyond an embedding or "
-        "gather table; a device-side assert; an illegal memory access)")
+        "gather table; a device-side assert; an illegal memory access; a NaN / Inf met by the code)")
 
     @model_validator(mode="before")
     @classmethod
@@ -274,6 +274,9 @@ _SIGNATURES = (
         r"index out of range in self|srcIndex < srcSelectDimSize|indexSelect(Large|Small)Index"
         r"|index -?\d+ is out of bounds for dimension|t >= 0 && t < n_classes|IndexKernel\.cu.*out of bounds")),
     ("illegal_memory_access", re.compile(r"illegal memory access", re.I)),
+    ("non_finite", re.compile(
+        r"contains either `?inf`?, `?nan`?|\b(loss|grad(ient)?s?( norm)?) (is|are|became|contains?) (nan|inf|non-?finite)"
+        r"|\bnan (loss|gradients?) (detected|found)|non-?finite (loss|values?|gradients?)|found (nan|inf)\b", re.I)),
     ("device_assert", re.compile(r"device-side assert", re.I)),
 )
 

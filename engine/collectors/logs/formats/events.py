@@ -13,7 +13,7 @@ _NEEDLES = ("rerun", "Unexpected result", "Possible ", "Correct result", "Traceb
             "OutOfMemory", "SilentCheck", "ilent data", "ilent_data", "pike", "NaN detected", "found NaN",
             "loaded checkpoint", "re-looped", "death signal", "index out of range", "srcIndex <",
             "indexSelect", "is out of bounds for dimension", "n_classes", "device-side assert",
-            "illegal memory access")
+            "illegal memory access", "contains either", "non-finite", "is nan", "is NaN")
 ITER = re.compile(r"iteration #?(\d+)")
 NODE = re.compile(r"node[:= ]\s*([A-Za-z0-9][\w.\-]*)")
 MESSAGE = re.compile(r"message='([^']*)'")
@@ -32,6 +32,10 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("ilent_data", "silent_data_check"),
     ("found NaN in local grad norm", "nan_in_grad"),
     ("NaN detected", "nan_detected"),
+    ("probability tensor contains either", "nan_detected"),
+    ("non-finite loss", "nan_detected"),
+    ("Loss is NaN", "nan_detected"),
+    ("loss is nan", "nan_detected"),
     ("Traceback (most recent call last)", "traceback"),
     ("index out of range in self", "index_out_of_range"),
     ("srcIndex < srcSelectDimSize", "index_out_of_range"),
