@@ -811,6 +811,13 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
         text += "；原因尚未确定" if zh else "; cause not yet determined"
         return "misaligned", VerdictBasis(kind="symptoms", text=text, missing=[
             "更多共同 step（两侧完整日志）" if zh else "more common steps (both full logs)"])
+    evals = [f for f in facts if getattr(f, "type", None) == "eval_gap" and getattr(f, "role", None) == "target"]
+    if lc is None and tooling is None and evals:
+        # only a downstream evaluation was compared, and it shows no consistent gap
+        text = (f"给定的下游评测（{len(evals)} 个指标）无一致差异；暂定对齐" if zh else
+                f"No consistent gap in the downstream evaluation given ({len(evals)} metric(s)); aligned provisionally")
+        return "aligned", VerdictBasis(kind="provisional", text=text, missing=[
+            "两侧训练日志（loss 与 grad norm 曲线）" if zh else "both training logs (loss and grad-norm curves)"])
     if lc is None or ((getattr(lc, "steps_compared", 0) or 0) < 1) or tooling is not None:
         if tooling is not None:
             return "inconclusive", VerdictBasis(kind="none", text=(

@@ -287,3 +287,16 @@ def test_a_difference_with_the_same_value_on_both_sides_is_named_and_left_out():
                  engine="python", warnings=w)
     assert any("same value on both sides" in i["message"] and "mixed_precision_param" in i["message"] for i in w.items)
     assert all("CFG-003" not in [r.id for r in h.rules] for h in d.hypotheses)
+
+
+def test_an_evaluation_without_a_consistent_gap_is_aligned_provisionally():
+    gaps = [{"type": "eval_gap", "pair": "target~baseline", "role": "target", "ref_role": "baseline", "metric": m,
+             "baseline": b, "target": t, "abs_gap": t - b, "rel_gap": (t - b) / b, "higher_is_better": True,
+             "target_worse": t < b} for m, b, t in (("exact_match", 3.2, 3.0), ("rougeL", 26.13, 26.58))]
+    d = _diag(*gaps)
+    assert d.verdict == "aligned" and d.verdict_basis.kind == "provisional"
+    assert "downstream evaluation" in d.verdict_basis.text
+    assert any("training logs" in m for m in d.verdict_basis.missing)
+    worse = [dict(g, target=g["baseline"] * 0.8, rel_gap=-0.2, abs_gap=-0.2 * g["baseline"], target_worse=True)
+             for g in gaps]
+    assert _diag(*worse).verdict == "misaligned"
