@@ -88,11 +88,15 @@ Bool = Annotated[bool, BeforeValidator(_parse_bool)]
 
 
 def F(description: str, *, unit: str | None = None, match: bool = True, default: Any = None,
-      **kw: Any) -> Any:
-    """A fact field with its description, unit and whether rules may test it."""
+      was: str | tuple[str, ...] = (), **kw: Any) -> Any:
+    """A fact field with its description, unit and whether rules may test it. `was` names the
+    field's former name(s), still accepted in input (facts files, HTTP, test cases, make(), rule
+    conditions) for one schema version and rewritten to the current name."""
     extra: dict[str, Any] = {"match": match}
     if unit:
         extra["unit"] = unit
+    if was:
+        extra["was"] = [was] if isinstance(was, str) else list(was)
     return Field(default, description=description, json_schema_extra=extra, **kw)
 
 
@@ -147,6 +151,7 @@ class FactSpec:
     doc: str
     identity: tuple[str, ...]
     fields: dict[str, FieldSpec] = dc_field(default_factory=dict)
+    renamed: dict[str, str] = dc_field(default_factory=dict)  # former field name -> current name
 
     @property
     def match_fields(self) -> list[str]:
@@ -204,6 +209,10 @@ def fact_type(name: str, *, collectors: Iterable[str], identity: Iterable[str] =
                 raise RuntimeError(f"{name}.{fname}: reserved field name")
             extra = finfo.json_schema_extra or {}
             kind, choices = _field_kind(finfo.annotation)
+            for old in extra.get("was", ()):
+                if old in cls.model_fields or old in spec.renamed:
+                    raise RuntimeError(f"{name}.{fname}: former name {old!r} is taken")
+                spec.renamed[old] = fname
             spec.fields[fname] = FieldSpec(
                 name=fname, kind=kind, description=finfo.description or "",
                 unit=extra.get("unit"), match=extra.get("match", True), choices=choices)
@@ -229,6 +238,8 @@ def parse_fact(data: Any, *, where: str = "<facts>") -> Fact:
         near = difflib.get_close_matches(ftype, REGISTRY.keys(), n=1)
         raise PrecdxError(f"unknown fact type {ftype!r}", path=where,
                           hint=f"did you mean {near[0]!r}?" if near else "see `precdx facts --vocabulary`")
+    if spec.renamed:
+        data = upgrade_names(spec, data, where)
     try:
         return spec.model.model_validate(data)
     except ValidationError as exc:
@@ -237,6 +248,27 @@ def parse_fact(data: Any, *, where: str = "<facts>") -> Fact:
             loc = ".".join(str(x) for x in err["loc"])
             problems.append(f"{ftype}.{loc}: {err['msg']}")
         raise PrecdxError("invalid fact: " + "; ".join(problems), path=where) from None
+
+
+def upgrade_names(spec: FactSpec, data: dict[str, Any], where: str = "<facts>") -> dict[str, Any]:
+    """A fact mapping with former field names (see F(was=...)) replaced by the current ones;
+    giving both names of one field is an error."""
+    if not any(old in data for old in spec.renamed):
+        return data
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        new = spec.renamed.get(key, key)
+        if new != key and new in data:
+            raise PrecdxError(f"invalid fact: {spec.name}.{key} is the former name of {new!r}; give one of them",
+                              path=where)
+        out[new] = value
+    return out
+
+
+def renamed_field(ftype: str, name: str) -> str:
+    """The current name of a (possibly former) field name of a fact type."""
+    spec = REGISTRY.get(ftype)
+    return spec.renamed.get(name, name) if spec else name
 
 
 def make(ftype: str, **fields: Any) -> Fact:
