@@ -216,6 +216,9 @@ def fact_type(name: str, *, collectors: Iterable[str], identity: Iterable[str] =
             spec.fields[fname] = FieldSpec(
                 name=fname, kind=kind, description=finfo.description or "",
                 unit=extra.get("unit"), match=extra.get("match", True), choices=choices)
+        for old, new in spec.renamed.items():  # reading a former name still works in code
+            setattr(cls, old, property(lambda self, _new=new: getattr(self, _new),
+                                       doc=f"former name of {new!r} (read-only)"))
         for k in spec.identity:
             if k not in spec.fields:
                 raise RuntimeError(f"{name}: identity field {k!r} is not a field")

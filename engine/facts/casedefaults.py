@@ -38,7 +38,7 @@ CASE_DEFAULTS: dict[str, dict[str, Any]] = {
     # logs
     "loss_series": {**_TARGET, "step_inferred": False, "nan_count": 0, "skipped_count": 0,
                     "overflow_events": 0, "restarts": 0, "eval_points": 0},
-    "loss_compare": {**_TARGET, "stopped_early": False, "band_used": 0.01},
+    "loss_compare": {**_TARGET, "band_used": 0.01},
     "rerun_compare": {**_TARGET, "rerun": "target_rerun"},
     "grad_norm_compare": dict(_TARGET),
     "nan_compare": {**_TARGET, "target_nan_count": 0, "against_nan_count": 0, "target_skipped_count": 0,
