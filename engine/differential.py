@@ -152,7 +152,7 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
                 prof.error_shape = "one_sided"
             elif signed is not None and abs(signed) <= 0.3 * mean:
                 prof.error_shape = "zero_mean"
-        over = getattr(lc, "first_rel_err_over_1pct_step", None)
+        over = getattr(lc, "first_departed_step", None)
         start = getattr(lc, "first_step", None) or 1
         n = prof.steps_compared or 0
         if first is not None and first >= 0.005:

@@ -4,7 +4,8 @@ against the baseline (and of reruns against their run) that the diagnosis proced
 Relative errors are |target - baseline| / |baseline| per common logged step (ratio, 0.01 = 1%).
 Steps are the iteration numbers the logs print (1-based for Megatron). Facts carry measurements;
 rules apply the tolerances (kb §1.3: mean loss error 1%, first loss 0.5% / 0.005 abs, grad-norm
-mean error 10%, NaN counts within 50-step windows).
+mean error 10%, NaN counts within 50-step windows), named once as the thresholds of
+kb/verdict/aligned.within_noise.yaml.
 """
 from __future__ import annotations
 
@@ -68,8 +69,9 @@ class LossCompare(Fact):
     first_step_abs_err: Num | None = F("absolute loss error at the first common step", unit="loss")
     second_step_rel_err: Num | None = F("relative loss error at the second common step (a jump from a "
                                         "matching first step means the first update differs)", unit="ratio")
-    first_rel_err_over_1pct_step: Int | None = F("first common step whose relative loss error exceeds 1%",
-                                                 unit="steps")
+    first_departed_step: Int | None = F("first common step whose relative loss error exceeds the step "
+                                        "tolerance (threshold step_rel_err, 1%)", unit="steps",
+                                        was="first_rel_err_over_1pct_step")
     mean_rel_err: Num | None = F("mean relative loss error over all finite common steps", unit="ratio")
     mean_rel_err_early: Num | None = F("mean relative loss error over the first third of common steps",
                                        unit="ratio")

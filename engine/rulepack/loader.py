@@ -2,7 +2,9 @@
 `Rule` models, with file:line on every problem. A file holds one rule (a mapping) or several
 (`rules: [...]`, with `schema_version` once at the top; a `schema_version` on each rule, the
 older placement, is still read and wins for its rule). Former fact field names are rewritten
-to the current ones (engine/rulepack/upgrade.py) and noted on the loaded rule for lint."""
+to the current ones (engine/rulepack/upgrade.py) and noted on the loaded rule for lint; named
+thresholds (`{threshold: NAME}`, `{threshold.NAME}`) become the kb's numbers
+(engine/rulepack/thresholds.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ from pydantic import ValidationError
 from engine.errors import PrecdxError, Warnings
 from engine.paths import rules_dir
 from engine.rulepack.schema import SCHEMA_VERSION, Rule
+from engine.rulepack.thresholds import scope, substitute
 from engine.rulepack.upgrade import upgrade_rule
 from engine.yamlsafe import LineDict, LineList, line_of, load_yaml_file
 
@@ -94,6 +97,7 @@ def load_rule_file(path: Path, *, warnings: Warnings | None = None) -> list[Load
     else:
         items = [doc]
     out = []
+    known = scope(path)
     for item in items:
         version = item.get("schema_version", file_version) if isinstance(item, dict) else None
         if warnings is not None and isinstance(item, dict) and version != SCHEMA_VERSION:
@@ -101,6 +105,7 @@ def load_rule_file(path: Path, *, warnings: Warnings | None = None) -> list[Load
                          f"is not supported (this precdx reads {SCHEMA_VERSION})", path=str(path), line=line_of(item))
             continue
         item, notes = upgrade_rule(item)
+        item, _ = substitute(item, path, known)
         rule = parse_rule(item, str(path), file_version=file_version)
         out.append(LoadedRule(rule, str(path), line_of(item), item, tuple(notes)))
     return out

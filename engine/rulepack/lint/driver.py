@@ -13,6 +13,7 @@ from engine.rulepack.lint.base import (
 )
 from engine.rulepack.loader import LoadedRule, parse_rule, rule_files
 from engine.rulepack.ruletest import load_cases
+from engine.rulepack.thresholds import substitute
 from engine.rulepack.upgrade import upgrade_rule
 from engine.yamlsafe import line_of, load_yaml_file
 
@@ -46,6 +47,7 @@ def _load(root: Path, ctx: LintContext) -> None:
             notes: list[str] = []
             try:
                 item, notes = upgrade_rule(item)
+                item, _ = substitute(item, spath)
                 rule = parse_rule(item, spath, file_version=file_version)
             except PrecdxError as exc:
                 kind = "version" if "schema_version" in exc.message else "rule"
