@@ -35,7 +35,15 @@ def test_every_former_name_maps_to_a_current_field_of_the_reference_side():
     assert ("config_diff", "ref_role", "against_role") in pairs
     assert ("nan_compare", "baseline_nan_count", "against_nan_count") in pairs
     for ftype, old, new in pairs:
-        assert new in REGISTRY[ftype].fields and new.startswith("against")
+        assert new in REGISTRY[ftype].fields
+        if old == "ref_role" or old.startswith("baseline_"):
+            assert new == "against" + old.removeprefix("ref").removeprefix("baseline"), (ftype, old, new)
+    # no fact type keeps a reference-side field under the old spelling
+    for ftype, spec in REGISTRY.items():
+        assert "ref_role" not in spec.fields, ftype
+        for name in spec.fields:
+            if name.startswith("baseline_") and "against" in spec.fields:
+                raise AssertionError(f"{ftype}.{name}: the reference side is against_*")
 
 
 def test_facts_files_accept_both_names(tmp_path):
