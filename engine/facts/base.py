@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import types
 from dataclasses import dataclass, field as dc_field
-from typing import Annotated, Any, Callable, ClassVar, Iterable, Union, get_args, get_origin
+from typing import Annotated, Any, Callable, ClassVar, Iterable, Self, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
 
@@ -125,6 +125,16 @@ class Fact(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
+
+    @classmethod
+    def of(cls, **fields: Any) -> "Self":
+        """Build a fact of this type from code (collectors): `ConfigDiff.of(pair=..., ...)`.
+        None values are left out (absent), former field names are read as the current ones,
+        and anything that breaks the vocabulary raises, naming the type and the field."""
+        if not cls.fact_name:
+            raise TypeError(f"{cls.__name__} is not a registered fact type")
+        return parse_fact({"type": cls.fact_name, **{k: v for k, v in fields.items() if v is not None}},
+                          where=f"<collector fact {cls.fact_name}>")  # type: ignore[return-value]
 
 
 def _hashable(v: Any) -> Any:
@@ -275,7 +285,9 @@ def renamed_field(ftype: str, name: str) -> str:
 
 
 def make(ftype: str, **fields: Any) -> Fact:
-    """Build a fact from code (collectors); raises if the collector broke the vocabulary."""
+    """Build a fact from code by type name; raises if the caller broke the vocabulary. Prefer the
+    typed `Model.of(...)` (engine/facts/<area>.py models): tests/facts/test_typed_construction.py
+    checks the keywords of both forms against the vocabulary."""
     data = {"type": ftype, **{k: v for k, v in fields.items() if v is not None}}
     return parse_fact(data, where=f"<collector fact {ftype}>")
 
