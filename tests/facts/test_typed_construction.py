@@ -5,6 +5,7 @@ misspelt or removed field fails here rather than on the one input that reaches t
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,13 @@ ENGINE = Path(__file__).resolve().parents[2] / "engine"
 BY_CLASS = {spec.model.__name__: name for name, spec in REGISTRY.items()}
 
 
-def _calls():
-    """(file:line, fact type, keyword names) of every typed or by-name fact construction."""
+@functools.lru_cache(maxsize=1)
+def _calls() -> tuple[tuple[str, str, frozenset, str], ...]:
+    """(file:line, fact type, keyword names, how) of every typed or by-name fact construction."""
+    return tuple(_scan())
+
+
+def _scan():
     for path in sorted(ENGINE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -26,7 +32,7 @@ def _calls():
                 continue
             f = node.func
             where = f"{path.relative_to(ENGINE.parent)}:{node.lineno}"
-            keys = {k.arg for k in node.keywords if k.arg is not None}
+            keys = frozenset(k.arg for k in node.keywords if k.arg is not None)
             if isinstance(f, ast.Attribute) and f.attr == "of" and isinstance(f.value, ast.Name) \
                     and f.value.id in BY_CLASS:
                 yield where, BY_CLASS[f.value.id], keys, "typed"
