@@ -5,8 +5,7 @@ file). Both load to the same cases and rules; the script changes nothing it cann
 and a second run changes nothing."""
 from __future__ import annotations
 
-import subprocess
-import sys
+import importlib.util
 import textwrap
 from pathlib import Path
 
@@ -15,7 +14,9 @@ from engine.rulepack.ruletest import load_test_file
 from engine.rulerunner import run_case
 
 REPO = Path(__file__).resolve().parents[2]
-TOOL = REPO / "tools" / "minimise_cases.py"
+_spec = importlib.util.spec_from_file_location("minimise_cases", REPO / "tools" / "minimise_cases.py")
+TOOL = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(TOOL)  # run in-process: the same code as `python tools/minimise_cases.py`
 
 FULL_CASES = textwrap.dedent("""\
     # full form, as cases were written before the minimal form
@@ -83,31 +84,27 @@ def test_full_and_minimal_cases_load_to_the_same_cases(tmp_path):
     assert nan["against_nan_count"] == 4 and nan["against_skipped_count"] == 0 and "baseline_nan_count" not in nan
 
 
-def test_the_script_rewrites_full_cases_into_the_minimal_form_once(tmp_path):
+def test_the_script_rewrites_full_cases_into_the_minimal_form_once(tmp_path, capsys):
     rules = tmp_path / "rules"
     rules.mkdir()
     (rules / "x.test.yaml").write_text(FULL_CASES)
     (rules / "x.yaml").write_text(RULES_PER_RULE_VERSION)
     before_rules = [lr.rule for lr in load_rule_file(rules / "x.yaml")]
-    first = subprocess.run([sys.executable, str(TOOL), str(rules)], capture_output=True, text=True, cwd=REPO)
-    assert first.returncode == 0, first.stderr
-    assert "2 changed" in first.stdout
+    assert TOOL.main([str(rules)]) == 0
+    assert "2 changed" in capsys.readouterr().out
     assert (rules / "x.test.yaml").read_text() == MINIMAL_CASES
     text = (rules / "x.yaml").read_text()
     assert text.startswith("schema_version: 1\nrules:\n  - id: TST-001\n") and "baseline_max_nan_50" not in text
     after = load_rule_file(rules / "x.yaml")
     assert [lr.rule for lr in after] == before_rules and not after[0].upgraded
-    second = subprocess.run([sys.executable, str(TOOL), "--check", str(rules)], capture_output=True, text=True,
-                            cwd=REPO)
-    assert second.returncode == 0 and "2 same" in second.stdout
+    assert TOOL.main(["--check", str(rules)]) == 0 and "2 same" in capsys.readouterr().out
 
 
 def test_the_script_keeps_the_full_form_of_a_case_whose_id_and_kind_disagree(tmp_path):
     path = tmp_path / "odd.test.yaml"
     path.write_text(FULL_CASES.replace("kind: negative", "kind: positive"))
     before = _meaning(path)
-    out = subprocess.run([sys.executable, str(TOOL), str(path)], capture_output=True, text=True, cwd=REPO)
-    assert out.returncode == 0
+    assert TOOL.main([str(path)]) == 0
     assert _meaning(path) == before
     assert "- id: negative-nan-on-both" in path.read_text()  # id and kind disagree: left in full form
 
