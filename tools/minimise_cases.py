@@ -4,9 +4,11 @@
 Test files (rules/**/*.test.yaml):
   - `schema_version: 1` once at the top of the file;
   - each case says its kind up front: `id: positive-x` + `kind: positive` becomes `positive: x`;
-  - each fact (a one-line flow mapping `- {type: ...}`) loses the fields equal to what the loader
-    fills in anyway (model defaults and the case defaults of engine/facts/casedefaults.py), and
-    former field names become the current ones.
+  - the facts of such a case (one-line flow mappings `- {type: ...}`) lose the fields equal to
+    what the loader fills in for a short-form case (model defaults and the case defaults of
+    engine/facts/casedefaults.py), a case-default field the full case left out is written
+    `field: null` (it stays absent), and former field names become the current ones. A case
+    already in the short form, or one whose id does not start with its kind, stays as it is.
 Rule files (rules/**/*.yaml):
   - `schema_version` once at the top of a `rules:` file instead of on every rule;
   - former fact field names (F(was=...)) become the current ones.
@@ -84,9 +86,12 @@ def _fact_line(line: str) -> str:
 def rewrite_test_text(text: str) -> str:
     lines = text.split("\n")
     out: list[str] = []
+    converting = False  # inside a case being turned into the short form now
     i = 0
     while i < len(lines):
         line = lines[i]
+        if re.match(r"^\s*- (id|positive|negative|insufficient):", line):
+            converting = False
         m = CASE_ID.match(line)
         if m:
             # the `kind:` line of this case, before the next case starts
@@ -101,8 +106,10 @@ def rewrite_test_text(text: str) -> str:
                 out.append(f"{m.group('indent')}- {m.group('kind')}: {m.group('rest')}")
                 out.extend(lines[i + 1:kind_at])
                 i = kind_at + 1
+                converting = True
                 continue
-        out.append(_fact_line(line))
+        # facts of a full-form case that stays so, or of a case already short, stay as written
+        out.append(_fact_line(line) if converting else line)
         i += 1
     text = "\n".join(out)
     if not re.search(r"^schema_version:", text, re.M):

@@ -36,8 +36,7 @@ CASE_DEFAULTS: dict[str, dict[str, Any]] = {
     "determinism_status": dict(_TARGET),
     "run": {"role": "target"},
     # logs
-    "loss_series": {**_TARGET, "step_inferred": False, "nan_count": 0, "skipped_count": 0,
-                    "overflow_events": 0, "restarts": 0, "eval_points": 0},
+    "loss_series": dict(_TARGET),
     "loss_compare": {**_TARGET, "band_used": 0.01},
     "rerun_compare": {**_TARGET, "rerun": "target_rerun"},
     "grad_norm_compare": dict(_TARGET),
@@ -100,16 +99,15 @@ def defaults_of(ftype: str) -> dict[str, Any]:
 
 def fill(data: dict[str, Any], aliases: dict[str, str] | None = None) -> dict[str, Any]:
     """A test case's fact with the case defaults of the fields it leaves out (a field given
-    under an old name, see `aliases`, counts as given)."""
+    under an old name, see `aliases`, counts as given); a field given as null stays absent."""
     ftype = data.get("type")
     extra = CASE_DEFAULTS.get(ftype) if isinstance(ftype, str) else None
-    if not extra:
-        return data
     given = set(data)
     for old, new in (aliases or {}).items():
         if old in given:
             given.add(new)
-    return {**{k: v for k, v in extra.items() if k not in given}, **data}
+    filled = {**{k: v for k, v in (extra or {}).items() if k not in given}, **data}
+    return {k: v for k, v in filled.items() if v is not None}
 
 
 def same(a: Any, b: Any) -> bool:
@@ -124,7 +122,11 @@ def same(a: Any, b: Any) -> bool:
 
 def strip(data: dict[str, Any]) -> dict[str, Any]:
     """The inverse of `fill` for writing a minimal case: fields equal to what the case would get
-    anyway are left out (`type` and `source` always stay)."""
-    defaults = defaults_of(data.get("type", ""))
-    return {k: v for k, v in data.items()
-            if k in ("type", "source") or k not in defaults or not same(v, defaults[k])}
+    anyway are left out (`type` and `source` always stay), and a field with a case default that
+    the fact leaves out is written `null` so that it stays absent."""
+    ftype = data.get("type", "")
+    defaults = defaults_of(ftype)
+    out = {k: v for k, v in data.items()
+           if k in ("type", "source") or k not in defaults or not same(v, defaults[k])}
+    out.update({k: None for k in CASE_DEFAULTS.get(ftype, {}) if k not in data})
+    return out

@@ -15,12 +15,14 @@ with its `error` set, and the runner reports it as a failed result naming file:l
         top: operator.precision_defect   # optional: must rank first in diagnose()
         note: why this case exists       # optional, free text
 
-The case id is "<kind>-<id>" ("positive-introduced-gelu"), unique within the file. The older
-full form, `id: positive-introduced-gelu` with `kind: positive`, is read as well and means the
-same. A fact lists the fields its case is about; the fields it leaves out get the model's
+The case id is "<kind>-<id>" ("positive-introduced-gelu"), unique within the file. A fact of
+a short-form case lists the fields its case is about; the fields it leaves out get the model's
 defaults and the case defaults of engine/facts/casedefaults.py (the target against the
-baseline, msprobe step 0 of rank 0, zero counts), and former field names are read under their
-current names. tools/minimise_cases.py rewrites full cases into this form.
+baseline, msprobe step 0 of rank 0, zero counts), and `field: null` keeps one absent (a bot's
+partial payload). The older full form, `id: positive-introduced-gelu` with `kind: positive`, is
+read exactly as written (no case defaults), so a full case means what it always meant. Former
+field names are read under their current names in both. tools/minimise_cases.py rewrites full
+cases into the short form.
 """
 from __future__ import annotations
 
@@ -90,6 +92,10 @@ def _broken(path: str, line: int | None, message: str, case_id: str, rule: str =
     return RuleCase(case_id=case_id, rule=rule, kind=kind, facts=(), path=path, line=line, error=message)
 
 
+class _ShortCase(LineDict):
+    """A case written in the short form (its facts get the case defaults)."""
+
+
 def _short_form(item: LineDict) -> LineDict:
     """`{positive: X, ...}` read as `{id: positive-X, kind: positive, ...}` (lines kept)."""
     kinds = [k for k in KINDS if k in item]
@@ -97,7 +103,7 @@ def _short_form(item: LineDict) -> LineDict:
         return item
     kind = kinds[0]
     value = item[kind]
-    full = LineDict()
+    full = _ShortCase()
     full.line = item.line
     for key, val in item.items():
         if key == kind:
@@ -110,11 +116,12 @@ def _short_form(item: LineDict) -> LineDict:
     return full
 
 
-def case_fact(raw: Any) -> Any:
-    """A test case's fact mapping as the vocabulary reads it: case defaults filled in for the
-    fields it leaves out (a field given under its former name counts as given)."""
+def case_fact(raw: Any, *, short: bool = True) -> Any:
+    """A test case's fact mapping as the vocabulary reads it. In a short-form case the fields it
+    leaves out get the case defaults (a field given under its former name counts as given) and
+    `field: null` keeps a field absent; a full-form case is read exactly as written."""
     raw = _plain(raw)
-    if isinstance(raw, dict) and isinstance(raw.get("type"), str) and raw["type"] in REGISTRY:
+    if short and isinstance(raw, dict) and isinstance(raw.get("type"), str) and raw["type"] in REGISTRY:
         return fill(raw, REGISTRY[raw["type"]].renamed)
     return raw
 
@@ -125,6 +132,7 @@ def _parse_case(item: Any, path: str, index: int) -> RuleCase:
         return _broken(path, line, f"case #{index + 1} must be a mapping", f"?-case{index + 1}")
     if isinstance(item, LineDict):
         item = _short_form(item)
+    short = isinstance(item, _ShortCase)
     raw_rule, raw_id = item.get("rule"), item.get("id")
     rule = raw_rule if isinstance(raw_rule, str) and raw_rule else "?"
     cid = raw_id if isinstance(raw_id, str) and raw_id else f"case{index + 1}"
@@ -159,7 +167,7 @@ def _parse_case(item: Any, path: str, index: int) -> RuleCase:
     for j, fact in enumerate(raw_facts):
         fline = line_of(fact) or line_of(item, "facts")
         try:
-            facts.add(parse_fact(case_fact(fact), where=path))
+            facts.add(parse_fact(case_fact(fact, short=short), where=path))
         except PrecdxError as exc:
             return _broken(path, fline, f"fact #{j + 1}: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""),
                            case_id, rule, kind)

@@ -128,3 +128,42 @@ def test_cases_in_both_forms_pass_against_the_packaged_rules(tmp_path):
     results = [run_case(c, engine="python") for c in cases]
     assert len(results) == 4 and all(r.passed for r in results), [r.message for r in results if not r.passed]
     assert "ranked first" in results[0].message and "ranked first" in results[2].message
+
+
+def test_only_short_form_cases_get_case_defaults_and_null_keeps_a_field_absent(tmp_path):
+    path = tmp_path / "x.test.yaml"
+    path.write_text(textwrap.dedent("""\
+        cases:
+          - id: insufficient-full-form
+            rule: SYM-017
+            kind: insufficient
+            facts:
+              - {type: nan_compare, run: target, role: target, target_nan_count: 3}
+          - insufficient: short-form-null
+            rule: SYM-017
+            facts:
+              - {type: nan_compare, target_nan_count: 3, against_nan_count: null}
+          - positive: short-form-default
+            rule: SYM-017
+            facts:
+              - {type: nan_compare, target_nan_count: 3}
+        """))
+    full, null, default = (c.facts[0] for c in load_test_file(path))
+    assert full.against_nan_count is None and full.target_skipped_count is None  # as written
+    assert null.against_nan_count is None and null.target_skipped_count == 0      # null: absent
+    assert default.against_nan_count == 0                                          # the case default
+    assert full == null.model_copy(update={"target_skipped_count": None, "against_skipped_count": None,
+                                           "target_max_nan_50": None, "against_max_nan_50": None,
+                                           "target_max_skipped_50": None, "against_max_skipped_50": None,
+                                           "target_overflow_events": None, "against_overflow_events": None})
+
+
+def test_the_script_writes_null_for_a_case_default_the_full_case_leaves_out(tmp_path):
+    path = tmp_path / "x.test.yaml"
+    path.write_text("cases:\n  - id: insufficient-no-baseline-count\n    rule: SYM-017\n    kind: insufficient\n"
+                    "    facts:\n      - {type: nan_compare, run: target, role: target, target_nan_count: 3}\n")
+    before = _meaning(path)
+    assert TOOL.main([str(path)]) == 0
+    text = path.read_text()
+    assert "- insufficient: no-baseline-count" in text and "against_nan_count: null" in text
+    assert _meaning(path) == before
