@@ -98,3 +98,12 @@ def test_http_input_accepts_old_and_new_names_alike(tmp_path):
     echoed = [f for f in old.json()["facts"] if f["type"] == "config_diff"][0]
     assert echoed["against_role"] == "baseline" and "ref_role" not in echoed
     assert both.status_code == 400 or both.status_code == 422
+
+
+def test_the_vocabulary_lists_former_names():
+    from engine.facts.describe import vocabulary_json, vocabulary_text
+
+    vocab = vocabulary_json()
+    assert vocab["config_diff"]["fields"]["against_role"]["former_names"] == ["ref_role"]
+    assert "former_names" not in vocab["config_diff"]["fields"]["pair"]
+    assert "against_nan_count: integer [count] (was: baseline_nan_count)" in vocabulary_text()
