@@ -152,7 +152,7 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
                 prof.error_shape = "one_sided"
             elif signed is not None and abs(signed) <= 0.3 * mean:
                 prof.error_shape = "zero_mean"
-        over = getattr(lc, "first_rel_err_over_1pct_step", None)
+        over = getattr(lc, "first_departed_step", None)
         start = getattr(lc, "first_step", None) or 1
         n = prof.steps_compared or 0
         if first is not None and first >= 0.005:
@@ -188,7 +188,7 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
     # where did a NaN show: on the target only, or on both sides
     if "nan_overflow" in prof.symptoms:
         prof.runs = "target_only"
-        if nc is not None and (getattr(nc, "baseline_nan_count", 0) or 0) > 0:
+        if nc is not None and (getattr(nc, "against_nan_count", 0) or 0) > 0:
             prof.runs = "both"
         first_nan = None
         if nc is not None:
@@ -199,7 +199,7 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
         if first_nan is not None and prof.onset is None:
             n = prof.steps_compared or 0
             prof.onset = "early" if first_nan <= max(10, n // 5) else "late"
-    if "spikes" in prof.symptoms and sc is not None and (getattr(sc, "baseline_spikes", 0) or 0) > 0:
+    if "spikes" in prof.symptoms and sc is not None and (getattr(sc, "against_spikes", 0) or 0) > 0:
         prof.runs = prof.runs or "both"
     if "irreproducible" in prof.symptoms:
         prof.runs = "rerun_differs"

@@ -26,6 +26,10 @@ TEXT_FIELDS = ("title", "meaning", "impact", "diagnosis", "mitigation")
 # TOOL (msprobe manuals), RD (other official docs), DK (domain knowledge).
 _SOURCE_TAG = re.compile(r"^(G\d+(\.\d+)*|TDG|MSF|TOOL|RD|DK)$")
 _ENTRY_ID = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
+_THRESHOLD_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# The entry that owns the documented acceptance tolerances (first-step 0.5 % / 0.005, mean 1 %,
+# grad norm 10 %, 1000 steps): every rule may refer to its thresholds besides its own mode's.
+TOLERANCES_ENTRY, TOLERANCES_AREA = "aligned.within_noise", "verdict"
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
@@ -105,6 +109,17 @@ class KbEntry(BaseModel):
     references: list[str] = Field(min_length=1)
     related: list[str] = Field(default_factory=list)
     presentation: Presentation | None = None  # required for canonical entries (see _consistency)
+    # Named numbers the mode's rules and texts refer to ({threshold: NAME} in a condition,
+    # {threshold.NAME} or {threshold.NAME:.1%} in a text): declared once, here.
+    thresholds: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("thresholds")
+    @classmethod
+    def _threshold_names(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [name for name in value if not _THRESHOLD_NAME.match(name)]
+        if bad:
+            raise ValueError(f"threshold names are snake_case: {bad}")
+        return value
 
     @field_validator("id")
     @classmethod
@@ -252,6 +267,31 @@ def load_kb(path: str | Path | None = None) -> dict[str, KbEntry]:
     return dict(_load_dir(str(directory.resolve())))
 
 
+def thresholds_for(mode: str | None, path: str | Path | None = None) -> dict[str, tuple[float, str]]:
+    """The thresholds a rule of failure mode `mode` may name: the acceptance tolerances of
+    TOLERANCES_ENTRY, then the mode's own (which win on a shared name). name -> (value, owner)."""
+    kb = load_kb(path)
+    out: dict[str, tuple[float, str]] = {}
+    for owner in (TOLERANCES_ENTRY, mode):
+        entry = kb.get(owner) if owner else None
+        if entry is not None:
+            out.update({name: (value, owner) for name, value in entry.thresholds.items()})
+    return out
+
+
+def tolerance(name: str) -> float:
+    """One of the documented acceptance tolerances (thresholds of TOLERANCES_ENTRY), for code
+    that applies them (the logs comparison); reads that one entry only."""
+    return _tolerances(str(kb_dir().resolve()))[name]
+
+
+@functools.lru_cache(maxsize=4)
+def _tolerances(directory: str) -> dict[str, float]:
+    path = Path(directory) / TOLERANCES_AREA / f"{TOLERANCES_ENTRY}.yaml"
+    return dict(load_entry(path).thresholds)
+
+
 def clear_cache() -> None:
     """Forget loaded knowledge bases (tests that rewrite a kb directory call this)."""
     _load_dir.cache_clear()
+    _tolerances.cache_clear()

@@ -123,17 +123,9 @@ def test_runbooks_are_substantial(kb):
         assert entry.references, kb_id
 
 
-def test_related_ids_exist(kb):
-    for kb_id, entry in kb.items():
-        for rel in entry.related:
-            assert rel in kb, f"{kb_id} relates to unknown {rel}"
-
-
-def test_domain_knowledge_only_entries_are_low_confidence(kb):
-    for kb_id, entry in kb.items():
-        if entry.sources == ["DK"]:
-            assert entry.confidence == "low", kb_id
-
+# Related ids and DK-only confidence are rules of the loader itself (load_kb refuses a kb that
+# breaks them), so they are tested on bad input below (test_dangling_related_id_is_rejected,
+# test_dk_only_entry_must_be_low_confidence), not by re-checking the kb the loader accepted.
 
 def test_msprobe_commands_use_real_subcommands(kb):
     for kb_id, entry in kb.items():
@@ -328,3 +320,20 @@ def test_area_folders_are_vocabulary_areas():
     rule_areas = {p.name for p in Path(rules_dir()).iterdir() if p.is_dir()} - {"symptoms"}
     assert kb_areas and kb_areas <= set(AREAS), sorted(kb_areas - set(AREAS))
     assert rule_areas and rule_areas <= set(AREAS), sorted(rule_areas - set(AREAS))
+
+
+def test_thresholds_are_named_numbers(tmp_path):
+    _write(tmp_path, VALID.replace("related: []", "related: []\nthresholds: {step_rel_err: 0.01, big_gap: 5}"))
+    clear_cache()
+    entry = load_kb(tmp_path)["verdict.sample_mode"]
+    assert entry.thresholds == {"step_rel_err": 0.01, "big_gap": 5.0}
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("thresholds: {Big-Gap: 5}", "snake_case"),
+    ("thresholds: {big_gap: lots}", "thresholds.big_gap"),
+])
+def test_bad_thresholds_name_file_and_line(tmp_path, text, expected):
+    path = _write(tmp_path, VALID.replace("related: []", "related: []\n" + text))
+    err = _error(tmp_path)
+    assert err.path == str(path) and expected in err.message and err.line == 17

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import types
 from dataclasses import dataclass, field as dc_field
-from typing import Annotated, Any, Callable, ClassVar, Iterable, Union, get_args, get_origin
+from typing import Annotated, Any, Callable, ClassVar, Iterable, Self, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
 
@@ -88,11 +88,15 @@ Bool = Annotated[bool, BeforeValidator(_parse_bool)]
 
 
 def F(description: str, *, unit: str | None = None, match: bool = True, default: Any = None,
-      **kw: Any) -> Any:
-    """A fact field with its description, unit and whether rules may test it."""
+      was: str | tuple[str, ...] = (), **kw: Any) -> Any:
+    """A fact field with its description, unit and whether rules may test it. `was` names the
+    field's former name(s), still accepted in input (facts files, HTTP, test cases, make(), rule
+    conditions) for one schema version and rewritten to the current name."""
     extra: dict[str, Any] = {"match": match}
     if unit:
         extra["unit"] = unit
+    if was:
+        extra["was"] = [was] if isinstance(was, str) else list(was)
     return Field(default, description=description, json_schema_extra=extra, **kw)
 
 
@@ -122,6 +126,16 @@ class Fact(BaseModel):
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
 
+    @classmethod
+    def of(cls, **fields: Any) -> "Self":
+        """Build a fact of this type from code (collectors): `ConfigDiff.of(pair=..., ...)`.
+        None values are left out (absent), former field names are read as the current ones,
+        and anything that breaks the vocabulary raises, naming the type and the field."""
+        if not cls.fact_name:
+            raise TypeError(f"{cls.__name__} is not a registered fact type")
+        return parse_fact({"type": cls.fact_name, **{k: v for k, v in fields.items() if v is not None}},
+                          where=f"<collector fact {cls.fact_name}>")  # type: ignore[return-value]
+
 
 def _hashable(v: Any) -> Any:
     if isinstance(v, float) and math.isnan(v):
@@ -147,6 +161,7 @@ class FactSpec:
     doc: str
     identity: tuple[str, ...]
     fields: dict[str, FieldSpec] = dc_field(default_factory=dict)
+    renamed: dict[str, str] = dc_field(default_factory=dict)  # former field name -> current name
 
     @property
     def match_fields(self) -> list[str]:
@@ -204,9 +219,16 @@ def fact_type(name: str, *, collectors: Iterable[str], identity: Iterable[str] =
                 raise RuntimeError(f"{name}.{fname}: reserved field name")
             extra = finfo.json_schema_extra or {}
             kind, choices = _field_kind(finfo.annotation)
+            for old in extra.get("was", ()):
+                if old in cls.model_fields or old in spec.renamed:
+                    raise RuntimeError(f"{name}.{fname}: former name {old!r} is taken")
+                spec.renamed[old] = fname
             spec.fields[fname] = FieldSpec(
                 name=fname, kind=kind, description=finfo.description or "",
                 unit=extra.get("unit"), match=extra.get("match", True), choices=choices)
+        for old, new in spec.renamed.items():  # reading a former name still works in code
+            setattr(cls, old, property(lambda self, _new=new: getattr(self, _new),
+                                       doc=f"former name of {new!r} (read-only)"))
         for k in spec.identity:
             if k not in spec.fields:
                 raise RuntimeError(f"{name}: identity field {k!r} is not a field")
@@ -229,6 +251,8 @@ def parse_fact(data: Any, *, where: str = "<facts>") -> Fact:
         near = difflib.get_close_matches(ftype, REGISTRY.keys(), n=1)
         raise PrecdxError(f"unknown fact type {ftype!r}", path=where,
                           hint=f"did you mean {near[0]!r}?" if near else "see `precdx facts --vocabulary`")
+    if spec.renamed:
+        data = upgrade_names(spec, data, where)
     try:
         return spec.model.model_validate(data)
     except ValidationError as exc:
@@ -239,8 +263,31 @@ def parse_fact(data: Any, *, where: str = "<facts>") -> Fact:
         raise PrecdxError("invalid fact: " + "; ".join(problems), path=where) from None
 
 
+def upgrade_names(spec: FactSpec, data: dict[str, Any], where: str = "<facts>") -> dict[str, Any]:
+    """A fact mapping with former field names (see F(was=...)) replaced by the current ones;
+    giving both names of one field is an error."""
+    if not any(old in data for old in spec.renamed):
+        return data
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        new = spec.renamed.get(key, key)
+        if new != key and new in data:
+            raise PrecdxError(f"invalid fact: {spec.name}.{key} is the former name of {new!r}; give one of them",
+                              path=where)
+        out[new] = value
+    return out
+
+
+def renamed_field(ftype: str, name: str) -> str:
+    """The current name of a (possibly former) field name of a fact type."""
+    spec = REGISTRY.get(ftype)
+    return spec.renamed.get(name, name) if spec else name
+
+
 def make(ftype: str, **fields: Any) -> Fact:
-    """Build a fact from code (collectors); raises if the collector broke the vocabulary."""
+    """Build a fact from code by type name; raises if the caller broke the vocabulary. Prefer the
+    typed `Model.of(...)` (engine/facts/<area>.py models): tests/facts/test_typed_construction.py
+    checks the keywords of both forms against the vocabulary."""
     data = {"type": ftype, **{k: v for k, v in fields.items() if v is not None}}
     return parse_fact(data, where=f"<collector fact {ftype}>")
 

@@ -4,7 +4,8 @@ structure listings and evaluation files of the compared runs say, and where they
 Pairwise facts name the pair as "<run>~<reference run>" (e.g. "target~baseline",
 "target_rerun~target", "target/group03~target/group00"). In them the field `baseline` always
 holds the reference side (right of "~") and `target` the compared side (left of "~"), whatever
-the roles; `role`/`ref_role` give the roles so rules need not parse the pair string.
+the roles; `role`/`against_role` give the roles so rules need not parse the pair string
+(`against_role` was `ref_role` before schema 2 and is still accepted under that name).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class ConfigDiff(Fact):
 
     pair: str = F(_PAIR)
     role: Role = F(_ROLE)
-    ref_role: Role = F(_REF_ROLE)
+    against_role: Role = F(_REF_ROLE, was="ref_role")
     name: str = F("canonical Megatron-style argument name (argparse dest), e.g. lr, micro_batch_size, "
                  "overlap_param_gather; unknown keys keep their normalised (dotted) name")
     category: ConfigCategory = F("what the setting governs; logging and device keys are listed but "
@@ -69,7 +70,7 @@ class ConfigSummary(Fact):
 
     pair: str = F(_PAIR)
     role: Role = F(_ROLE)
-    ref_role: Role = F(_REF_ROLE)
+    against_role: Role = F(_REF_ROLE, was="ref_role")
     n_relevant: Int = F("config_diff facts of this pair with relevant=true", unit="count")
     n_categories: Int = F("distinct categories among them", unit="count")
     only_category: Optional[ConfigCategory] = F("the category when every relevant difference has the same one")
@@ -143,7 +144,7 @@ class EnvDiff(Fact):
 
     pair: str = F(_PAIR)
     role: Role = F(_ROLE)
-    ref_role: Role = F(_REF_ROLE)
+    against_role: Role = F(_REF_ROLE, was="ref_role")
     name: str = F("canonical (NPU-side) variable name, see env_switch.name")
     category: EnvCategory = F("what the switch governs")
     baseline: str = F(_REF)
@@ -160,7 +161,7 @@ class LibraryDiff(Fact):
 
     pair: str = F(_PAIR)
     role: Role = F(_ROLE)
-    ref_role: Role = F(_REF_ROLE)
+    against_role: Role = F(_REF_ROLE, was="ref_role")
     package: str = F("normalised distribution name (lower case, '-' separators), e.g. torch, "
                      "megatron-core, torch-npu")
     baseline: str = F(_REF + " (version without local suffix such as +cu121)")
@@ -192,7 +193,7 @@ class EvalGap(Fact):
 
     pair: str = F(_PAIR)
     role: Role = F(_ROLE)
-    ref_role: Role = F(_REF_ROLE)
+    against_role: Role = F(_REF_ROLE, was="ref_role")
     metric: str = F("metric name, e.g. eval_loss, eval_accuracy, perplexity, "
                     "or '<task>.<metric>' for per-task results")
     baseline: Num = F("metric on the reference side")
@@ -212,7 +213,7 @@ class StructureDiff(Fact):
 
     pair: str = F(_PAIR)
     role: Role = F(_ROLE)
-    ref_role: Role = F(_REF_ROLE)
+    against_role: Role = F(_REF_ROLE, was="ref_role")
     item: str = F("module path (e.g. decoder.layers.0.mlp) or parameter name "
                   "(e.g. decoder.layers.0.mlp.linear_fc1.weight)")
     kind: Literal["module", "parameter"] = F("whether item is a module or a parameter")

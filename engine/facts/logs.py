@@ -4,7 +4,8 @@ against the baseline (and of reruns against their run) that the diagnosis proced
 Relative errors are |target - baseline| / |baseline| per common logged step (ratio, 0.01 = 1%).
 Steps are the iteration numbers the logs print (1-based for Megatron). Facts carry measurements;
 rules apply the tolerances (kb §1.3: mean loss error 1%, first loss 0.5% / 0.005 abs, grad-norm
-mean error 10%, NaN counts within 50-step windows).
+mean error 10%, NaN counts within 50-step windows), named once as the thresholds of
+kb/verdict/aligned.within_noise.yaml.
 """
 from __future__ import annotations
 
@@ -68,8 +69,9 @@ class LossCompare(Fact):
     first_step_abs_err: Num | None = F("absolute loss error at the first common step", unit="loss")
     second_step_rel_err: Num | None = F("relative loss error at the second common step (a jump from a "
                                         "matching first step means the first update differs)", unit="ratio")
-    first_rel_err_over_1pct_step: Int | None = F("first common step whose relative loss error exceeds 1%",
-                                                 unit="steps")
+    first_departed_step: Int | None = F("first common step whose relative loss error exceeds the step "
+                                        "tolerance (threshold step_rel_err, 1%)", unit="steps",
+                                        was="first_rel_err_over_1pct_step")
     mean_rel_err: Num | None = F("mean relative loss error over all finite common steps", unit="ratio")
     mean_rel_err_early: Num | None = F("mean relative loss error over the first third of common steps",
                                        unit="ratio")
@@ -142,19 +144,19 @@ class NanCompare(Fact):
     against: str = F("reference run name", default="baseline")
     target_nan_count: Int = F("compared run: points with non-finite loss/grad norm (or framework nan counter)",
                               unit="count")
-    baseline_nan_count: Int = F("reference: same count", unit="count")
+    against_nan_count: Int = F("reference: same count", unit="count", was="baseline_nan_count")
     target_skipped_count: Int = F("compared run: skipped iterations", unit="count")
-    baseline_skipped_count: Int = F("reference: skipped iterations", unit="count")
+    against_skipped_count: Int = F("reference: skipped iterations", unit="count", was="baseline_skipped_count")
     target_first_nan_step: Int | None = F("compared run: first non-finite step", unit="steps")
-    baseline_first_nan_step: Int | None = F("reference: first non-finite step", unit="steps")
+    against_first_nan_step: Int | None = F("reference: first non-finite step", unit="steps", was="baseline_first_nan_step")
     target_max_nan_50: Int = F("compared run: most NaN iterations within any 50-step window", unit="count")
-    baseline_max_nan_50: Int = F("reference: most NaN iterations within any 50-step window", unit="count")
+    against_max_nan_50: Int = F("reference: most NaN iterations within any 50-step window", unit="count", was="baseline_max_nan_50")
     target_max_skipped_50: Int = F("compared run: most skipped iterations within any 50-step window",
                                    unit="count")
-    baseline_max_skipped_50: Int = F("reference: most skipped iterations within any 50-step window",
-                                     unit="count")
+    against_max_skipped_50: Int = F("reference: most skipped iterations within any 50-step window",
+                                     unit="count", was="baseline_max_skipped_50")
     target_overflow_events: Int = F("compared run: DeepSpeed overflow lines", unit="count")
-    baseline_overflow_events: Int = F("reference: DeepSpeed overflow lines", unit="count")
+    against_overflow_events: Int = F("reference: DeepSpeed overflow lines", unit="count", was="baseline_overflow_events")
 
 
 @fact_type("loss_scale_trend", collectors=_C, identity=("run",))
@@ -184,16 +186,16 @@ class SpikeCompare(Fact):
     role: Role = F("role of the compared run")
     against: str = F("reference run name", default="baseline")
     target_spikes: Int = F("loss spikes in the compared run", unit="count")
-    baseline_spikes: Int = F("loss spikes in the reference", unit="count")
+    against_spikes: Int = F("loss spikes in the reference", unit="count", was="baseline_spikes")
     target_rate: Num = F("compared run: loss spikes per 1000 logged steps", unit="per 1000 steps")
-    baseline_rate: Num = F("reference: loss spikes per 1000 logged steps", unit="per 1000 steps")
+    against_rate: Num = F("reference: loss spikes per 1000 logged steps", unit="per 1000 steps", was="baseline_rate")
     rate_ratio: Num | None = F("target_rate / baseline_rate (inf when the reference has none; absent when "
                                "neither has any)", unit="ratio")
     target_first_spike_step: Int | None = F("first loss spike step of the compared run", unit="steps")
     target_recovered: Int = F("compared-run spikes after which the loss came back within 10 points "
                               "(rise-and-fall shape)", unit="count")
     target_gn_spikes: Int = F("grad-norm spikes in the compared run", unit="count")
-    baseline_gn_spikes: Int = F("grad-norm spikes in the reference", unit="count")
+    against_gn_spikes: Int = F("grad-norm spikes in the reference", unit="count", was="baseline_gn_spikes")
 
 
 @fact_type("group_outlier", collectors=_C, identity=("run",))
@@ -301,12 +303,12 @@ class LrCompare(Fact):
                             "iteration of either run (a skipped step does not advance the scheduler, so "
                             "the printed lr lags from there on)", unit="count", default=0)
     target_first_lr: Num | None = F("compared run: learning rate at the first common step", unit="lr")
-    baseline_first_lr: Num | None = F("reference: learning rate at the first common step", unit="lr")
+    against_first_lr: Num | None = F("reference: learning rate at the first common step", unit="lr", was="baseline_first_lr")
     target_peak_lr: Num | None = F("compared run: largest learning rate logged", unit="lr")
-    baseline_peak_lr: Num | None = F("reference: largest learning rate logged", unit="lr")
+    against_peak_lr: Num | None = F("reference: largest learning rate logged", unit="lr", was="baseline_peak_lr")
     target_peak_step: Int | None = F("compared run: first step at its largest learning rate (end of "
                                      "warmup)", unit="steps")
-    baseline_peak_step: Int | None = F("reference: first step at its largest learning rate", unit="steps")
+    against_peak_step: Int | None = F("reference: first step at its largest learning rate", unit="steps", was="baseline_peak_step")
     max_rel_diff: Num | None = F("largest relative learning-rate difference at a common step", unit="ratio")
     mean_rel_diff: Num | None = F("mean relative learning-rate difference over common steps", unit="ratio")
     first_diff_step: Int | None = F("first common step whose learning rates differ by more than 0.1%",
@@ -317,14 +319,14 @@ class LrCompare(Fact):
     schedule_differs: Bool = F("the learning rates differ by more than 0.1% at some common step",
                                default=False)
     target_global_batch: Num | None = F("compared run: global batch size logged (first value)", unit="samples")
-    baseline_global_batch: Num | None = F("reference: global batch size logged (first value)", unit="samples")
+    against_global_batch: Num | None = F("reference: global batch size logged (first value)", unit="samples", was="baseline_global_batch")
     global_batch_differs: Bool | None = F("the logged global batch sizes differ (None when one side does "
                                           "not print one)")
     target_tokens_per_sample: Num | None = F("compared run: consumed tokens / consumed samples (sequence "
                                              "length as trained)", unit="tokens")
-    baseline_tokens_per_sample: Num | None = F("reference: consumed tokens / consumed samples", unit="tokens")
+    against_tokens_per_sample: Num | None = F("reference: consumed tokens / consumed samples", unit="tokens", was="baseline_tokens_per_sample")
     target_first_loss_scale: Num | None = F("compared run: first loss scale logged", unit="scale")
-    baseline_first_loss_scale: Num | None = F("reference: first loss scale logged", unit="scale")
+    against_first_loss_scale: Num | None = F("reference: first loss scale logged", unit="scale", was="baseline_first_loss_scale")
 
 
 @fact_type("run_health", collectors=_C, identity=("run",))

@@ -1,6 +1,10 @@
 """Load rule files (`rules/**/*.yaml`, test files `*.test.yaml` excluded) into validated
 `Rule` models, with file:line on every problem. A file holds one rule (a mapping) or several
-(`rules: [...]`)."""
+(`rules: [...]`, with `schema_version` once at the top; a `schema_version` on each rule, the
+older placement, is still read and wins for its rule). Former fact field names are rewritten
+to the current ones (engine/rulepack/upgrade.py) and noted on the loaded rule for lint; named
+thresholds (`{threshold: NAME}`, `{threshold.NAME}`) become the kb's numbers
+(engine/rulepack/thresholds.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,6 +16,8 @@ from pydantic import ValidationError
 from engine.errors import PrecdxError, Warnings
 from engine.paths import rules_dir
 from engine.rulepack.schema import SCHEMA_VERSION, Rule
+from engine.rulepack.thresholds import scope, substitute
+from engine.rulepack.upgrade import upgrade_rule
 from engine.yamlsafe import LineDict, LineList, line_of, load_yaml_file
 
 
@@ -21,6 +27,7 @@ class LoadedRule:
     path: str
     line: int | None
     doc: Any = None  # the line-aware YAML mapping, for pointing compiler errors at lines
+    upgraded: tuple[str, ...] = ()  # former field names rewritten on load ("type.old -> new")
 
     def line_at(self, *loc: Any) -> int | None:
         return _locate(self.doc, loc) if self.doc is not None else self.line
@@ -45,9 +52,16 @@ def _locate(doc: Any, loc: tuple) -> int | None:
     return best
 
 
-def parse_rule(doc: Any, path: str) -> Rule:
+def parse_rule(doc: Any, path: str, *, file_version: Any = None) -> Rule:
+    """Validate one rule mapping; `file_version` is the file's top-level schema_version, used
+    when the rule does not state its own."""
     if not isinstance(doc, dict):
         raise PrecdxError("a rule must be a mapping", path=path, line=line_of(doc))
+    if "schema_version" not in doc and file_version is not None:
+        versioned = LineDict(schema_version=file_version, **doc)
+        versioned.line = line_of(doc)
+        versioned.key_lines = dict(getattr(doc, "key_lines", {}))
+        doc = versioned
     version = doc.get("schema_version")
     try:
         return Rule.model_validate(doc)
@@ -70,8 +84,10 @@ def load_rule_file(path: Path, *, warnings: Warnings | None = None) -> list[Load
     doc = load_yaml_file(str(path))
     if doc is None:
         return []
+    file_version = None
     if isinstance(doc, dict) and "rules" in doc and "id" not in doc:
-        extra = set(doc) - {"rules"}
+        file_version = doc.get("schema_version")
+        extra = set(doc) - {"rules", "schema_version"}
         if extra:
             raise PrecdxError(f"unknown top-level key(s) {sorted(extra)}", path=str(path),
                               line=line_of(doc, sorted(extra)[0]))
@@ -81,12 +97,17 @@ def load_rule_file(path: Path, *, warnings: Warnings | None = None) -> list[Load
     else:
         items = [doc]
     out = []
+    known = scope(path)
     for item in items:
-        if warnings is not None and isinstance(item, dict) and item.get("schema_version") != SCHEMA_VERSION:
-            warnings.add(f"rule {item.get('id', '?')} skipped: schema_version {item.get('schema_version')!r} "
+        version = item.get("schema_version", file_version) if isinstance(item, dict) else None
+        if warnings is not None and isinstance(item, dict) and version != SCHEMA_VERSION:
+            warnings.add(f"rule {item.get('id', '?')} skipped: schema_version {version!r} "
                          f"is not supported (this precdx reads {SCHEMA_VERSION})", path=str(path), line=line_of(item))
             continue
-        out.append(LoadedRule(parse_rule(item, str(path)), str(path), line_of(item), item))
+        item, notes = upgrade_rule(item)
+        item, _ = substitute(item, path, known)
+        rule = parse_rule(item, str(path), file_version=file_version)
+        out.append(LoadedRule(rule, str(path), line_of(item), item, tuple(notes)))
     return out
 
 

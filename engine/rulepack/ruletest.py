@@ -6,13 +6,23 @@ sit above the rule pack: that is engine/rulerunner.py.
 A case that cannot be run as written (malformed, duplicate id) is never dropped: it is loaded
 with its `error` set, and the runner reports it as a failed result naming file:line.
 
+    schema_version: 1                    # once per file (optional)
     cases:
-      - id: positive-introduced-gelu     # unique within the file
+      - positive: introduced-gelu        # the kind up front (positive | negative | insufficient)
         rule: OPD-001                    # the rule under test (id or an old alias)
-        kind: positive                   # positive | negative | insufficient
-        facts: [{type: first_divergence, ...}, ...]   # as for `precdx diagnose --facts`
+        facts:                           # only the fields the case is about (see below)
+          - {type: first_divergence, api: Functional.gelu.0.forward, kind: introduced, ...}
         top: operator.precision_defect   # optional: must rank first in diagnose()
         note: why this case exists       # optional, free text
+
+The case id is "<kind>-<id>" ("positive-introduced-gelu"), unique within the file. A fact of
+a short-form case lists the fields its case is about; the fields it leaves out get the model's
+defaults and the case defaults of engine/facts/casedefaults.py (the target against the
+baseline, msprobe step 0 of rank 0, zero counts), and `field: null` keeps one absent (a bot's
+partial payload). The older full form, `id: positive-introduced-gelu` with `kind: positive`, is
+read exactly as written (no case defaults), so a full case means what it always meant. Former
+field names are read under their current names in both. tools/minimise_cases.py rewrites full
+cases into the short form.
 """
 from __future__ import annotations
 
@@ -23,13 +33,15 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from engine.errors import PrecdxError
-from engine.facts import Fact, FactSet, parse_fact
+from engine.facts import REGISTRY, Fact, FactSet, parse_fact
+from engine.facts.casedefaults import fill
 from engine.paths import rules_dir
 from engine.yamlsafe import LineDict, line_of, load_yaml_file
 
 KINDS = ("positive", "negative", "insufficient")
 CASE_KEYS = ("id", "rule", "kind", "facts", "top", "note")
 REQUIRED_KEYS = ("id", "rule", "kind", "facts")
+SCHEMA_VERSION = 1
 TEST_SUFFIX = ".test.yaml"
 _CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -80,10 +92,47 @@ def _broken(path: str, line: int | None, message: str, case_id: str, rule: str =
     return RuleCase(case_id=case_id, rule=rule, kind=kind, facts=(), path=path, line=line, error=message)
 
 
+class _ShortCase(LineDict):
+    """A case written in the short form (its facts get the case defaults)."""
+
+
+def _short_form(item: LineDict) -> LineDict:
+    """`{positive: X, ...}` read as `{id: positive-X, kind: positive, ...}` (lines kept)."""
+    kinds = [k for k in KINDS if k in item]
+    if len(kinds) != 1 or "id" in item or "kind" in item:
+        return item
+    kind = kinds[0]
+    value = item[kind]
+    full = _ShortCase()
+    full.line = item.line
+    for key, val in item.items():
+        if key == kind:
+            full["id"] = f"{kind}-{value}" if isinstance(value, str) and value else value
+            full["kind"] = kind
+            full.key_lines["id"] = full.key_lines["kind"] = item.key_lines.get(key, item.line)
+        else:
+            full[key] = val
+            full.key_lines[key] = item.key_lines.get(key, item.line)
+    return full
+
+
+def case_fact(raw: Any, *, short: bool = True) -> Any:
+    """A test case's fact mapping as the vocabulary reads it. In a short-form case the fields it
+    leaves out get the case defaults (a field given under its former name counts as given) and
+    `field: null` keeps a field absent; a full-form case is read exactly as written."""
+    raw = _plain(raw)
+    if short and isinstance(raw, dict) and isinstance(raw.get("type"), str) and raw["type"] in REGISTRY:
+        return fill(raw, REGISTRY[raw["type"]].renamed)
+    return raw
+
+
 def _parse_case(item: Any, path: str, index: int) -> RuleCase:
     line = line_of(item)
     if not isinstance(item, dict):
         return _broken(path, line, f"case #{index + 1} must be a mapping", f"?-case{index + 1}")
+    if isinstance(item, LineDict):
+        item = _short_form(item)
+    short = isinstance(item, _ShortCase)
     raw_rule, raw_id = item.get("rule"), item.get("id")
     rule = raw_rule if isinstance(raw_rule, str) and raw_rule else "?"
     cid = raw_id if isinstance(raw_id, str) and raw_id else f"case{index + 1}"
@@ -118,7 +167,7 @@ def _parse_case(item: Any, path: str, index: int) -> RuleCase:
     for j, fact in enumerate(raw_facts):
         fline = line_of(fact) or line_of(item, "facts")
         try:
-            facts.add(parse_fact(_plain(fact), where=path))
+            facts.add(parse_fact(case_fact(fact, short=short), where=path))
         except PrecdxError as exc:
             return _broken(path, fline, f"fact #{j + 1}: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""),
                            case_id, rule, kind)
@@ -134,10 +183,14 @@ def load_test_file(path: Path) -> list[RuleCase]:
         return [_broken(spath, exc.line, exc.message, f"{path.name}-load")]
     if not isinstance(doc, LineDict) or "cases" not in doc:
         return [_broken(spath, line_of(doc), "a test file is a mapping with a 'cases' list", f"{path.name}-load")]
-    extra = [k for k in doc if k != "cases"]
+    extra = [k for k in doc if k not in ("cases", "schema_version")]
     if extra:
-        return [_broken(spath, line_of(doc, extra[0]), f"unknown top-level key {extra[0]!r} (only 'cases')",
-                        f"{path.name}-load")]
+        return [_broken(spath, line_of(doc, extra[0]), f"unknown top-level key {extra[0]!r} (only "
+                        "'schema_version' and 'cases')", f"{path.name}-load")]
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        return [_broken(spath, line_of(doc, "schema_version"), f"unsupported schema_version {version!r} "
+                        f"(this precdx reads test files of schema_version {SCHEMA_VERSION})", f"{path.name}-load")]
     items = doc["cases"]
     if not isinstance(items, list):
         return [_broken(spath, line_of(doc, "cases"), "'cases' must be a list", f"{path.name}-load")]
@@ -146,6 +199,8 @@ def load_test_file(path: Path) -> list[RuleCase]:
     cases: list[RuleCase] = []
     first_line: dict[str, int | None] = {}
     for i, item in enumerate(items):
+        if isinstance(item, LineDict):
+            item = _short_form(item)
         case = _parse_case(item, spath, i)
         raw_id = item.get("id") if isinstance(item, dict) else None
         if isinstance(raw_id, str):

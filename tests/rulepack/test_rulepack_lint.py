@@ -147,6 +147,11 @@ def _deprecated_only(root):
     write_cases(root, good_cases(top=None))
 
 
+def _former_field_name(root):
+    write_rule(root, rule_doc(when={"all": [_d(ref_role="baseline", **HYPER)]}))
+    write_cases(root, good_cases(top=None))
+
+
 BAD: list[tuple[str, str, Callable[[Path], None]]] = [
     ("S001", "duplicate-key", _yaml_invalid),
     ("S002", "unknown-key", _with(colour="red")),
@@ -156,6 +161,7 @@ BAD: list[tuple[str, str, Callable[[Path], None]]] = [
     ("S004", "alias-collides", _duplicate_alias),
     ("S005", "empty-file", _empty_file),
     ("S006", "case-bad-kind", _case_invalid),
+    ("S007", "former-field-name", _former_field_name),
     ("R001", "unknown-mode", _with(failure_modes=["config.no_such_mode"])),
     ("R001", "unknown-against", _with(against=["nope.nope"])),
     ("R002", "kb-missing", _kb_unavailable),

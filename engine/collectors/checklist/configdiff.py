@@ -7,8 +7,8 @@ from typing import Iterator
 
 from engine.collectors.checklist import aliases
 from engine.collectors.checklist.runconfig import RunConfig, Setting
-from engine.facts import Fact, make
-from engine.facts.checklist import UNSET
+from engine.facts import Fact
+from engine.facts.checklist import ConfigDiff, ConfigSummary, ConfigValue, UNSET
 
 _NOT_CAUSES = ("logging", "device")
 
@@ -73,7 +73,7 @@ def same_family(a: str, b: str) -> bool:
 
 
 def config_diffs(cfg: RunConfig, ref: RunConfig, pair: str,
-                 versions: tuple[dict[str, str], dict[str, str]] | None = None) -> Iterator[Fact]:
+                 versions: tuple[dict[str, str], dict[str, str]] | None = None) -> Iterator[ConfigDiff]:
     """`versions`: (compared run's, reference run's) library versions, for version-dependent
     framework defaults."""
     same_fw = same_family(cfg.framework, ref.framework)
@@ -118,8 +118,8 @@ def config_diffs(cfg: RunConfig, ref: RunConfig, pair: str,
         if fb is not None and ft is not None:
             rel = (ft - fb) / abs(fb) if fb != 0 else (math.inf if ft > 0 else -math.inf)
         sources = sorted({s.source for s in (mine, theirs) if s is not None and s.source != "derived"})
-        yield make(
-            "config_diff", pair=pair, role=cfg.run.role, ref_role=ref.run.role, name=name,
+        yield ConfigDiff.of(
+            pair=pair, role=cfg.run.role, against_role=ref.run.role, name=name,
             category=cat, baseline=bval, target=tval, presence=presence, rel_change=rel,
             # across framework families a one-sided key only says the other framework has no
             # such argument, not that it behaves differently
@@ -137,19 +137,19 @@ def config_diffs(cfg: RunConfig, ref: RunConfig, pair: str,
 MAX_LISTED = 12
 
 
-def summary(diffs: list[Fact], pair: str, role: str, ref_role: str) -> Fact:
+def summary(diffs: list[ConfigDiff], pair: str, role: str, against_role: str) -> ConfigSummary:
     """One config_summary of a pair's config_diff facts."""
-    rel = [d for d in diffs if d.relevant]  # type: ignore[attr-defined]
-    cats = sorted({d.category for d in rel})  # type: ignore[attr-defined]
-    flips = [f"{d.name}: {d.baseline} -> {d.target}" for d in rel[:MAX_LISTED]]  # type: ignore[attr-defined]
+    rel = [d for d in diffs if d.relevant]
+    cats = sorted({d.category for d in rel})
+    flips = [f"{d.name}: {d.baseline} -> {d.target}" for d in rel[:MAX_LISTED]]
     sources = sorted({p for d in rel for p in (d.source or "").split(", ") if p})
-    return make("config_summary", pair=pair, role=role, ref_role=ref_role, n_relevant=len(rel),
-                n_categories=len(cats), only_category=cats[0] if len(cats) == 1 else None,
-                n_other=sum(1 for d in rel if d.category == "other"),  # type: ignore[attr-defined]
-                names=", ".join(d.name for d in rel[:MAX_LISTED]) or None,  # type: ignore[attr-defined]
-                flips="; ".join(flips) or None,
-                from_log=bool(rel) and all(d.from_log for d in rel),  # type: ignore[attr-defined]
-                source=", ".join(sources) or None)
+    return ConfigSummary.of(pair=pair, role=role, against_role=against_role, n_relevant=len(rel),
+                            n_categories=len(cats), only_category=cats[0] if len(cats) == 1 else None,
+                            n_other=sum(1 for d in rel if d.category == "other"),
+                            names=", ".join(d.name for d in rel[:MAX_LISTED]) or None,
+                            flips="; ".join(flips) or None,
+                            from_log=bool(rel) and all(d.from_log for d in rel),
+                            source=", ".join(sources) or None)
 
 
 def config_values(cfg: RunConfig) -> Iterator[Fact]:
@@ -158,7 +158,7 @@ def config_values(cfg: RunConfig) -> Iterator[Fact]:
             continue
         number = _float(s.value)
         flag = {"true": True, "false": False}.get(s.value.lower())
-        yield make("config_value", role=cfg.run.role, run=cfg.run.name, name=name,
-                   category=s.category or aliases.category(name), value=s.value, number=number, flag=flag,
-                   explicit=s.explicit, framework=cfg.framework, raw_name=s.raw_name,
-                   source=s.source if s.source != "derived" else None)
+        yield ConfigValue.of(role=cfg.run.role, run=cfg.run.name, name=name,
+                             category=s.category or aliases.category(name), value=s.value, number=number, flag=flag,
+                             explicit=s.explicit, framework=cfg.framework, raw_name=s.raw_name,
+                             source=s.source if s.source != "derived" else None)

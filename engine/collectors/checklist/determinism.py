@@ -6,7 +6,8 @@ import re
 
 from engine.collectors.checklist.envswitches import run_states, truthy
 from engine.collectors.checklist.runconfig import RunConfig
-from engine.facts import Fact, make
+from engine.facts import Fact
+from engine.facts.checklist import DeterminismStatus
 
 # Frameworks whose seed has a fixed default when none is given (Megatron 1234, HF Trainer 42).
 _FIXED_DEFAULT_SEED = {"megatron", "mindspeed", "megatron_deepspeed", "hf_trainer"}
@@ -49,12 +50,13 @@ def status_fact(cfg: RunConfig, device: str) -> Fact | None:
         seed_fixed = True
         if re.search(r"rm_dropout\s*=\s*True", seed_all.group(1)):
             dropout_off = True
-    return make("determinism_status", role=cfg.run.role, run=cfg.run.name, seed=seed,
-                seed_fixed=seed_fixed, deterministic_algorithms=det_algo, comm_deterministic=comm,
-                matmul_deterministic=matmul, dropout_off=dropout_off,
-                fully_deterministic=seed_fixed and det_algo and comm and matmul and dropout_off is True,
-                source=", ".join(sorted({s.source for s in cfg.settings.values() if s.source != "derived"}
-                                        | set(cfg.env_sources))) or None)
+    sources = sorted({s.source for s in cfg.settings.values() if s.source != "derived"} | set(cfg.env_sources))
+    return DeterminismStatus.of(role=cfg.run.role, run=cfg.run.name, seed=seed, seed_fixed=seed_fixed,
+                                deterministic_algorithms=det_algo, comm_deterministic=comm,
+                                matmul_deterministic=matmul, dropout_off=dropout_off,
+                                fully_deterministic=seed_fixed and det_algo and comm and matmul
+                                and dropout_off is True,
+                                source=", ".join(sources) or None)
 
 
 def _dropout_off(cfg: RunConfig) -> bool | None:

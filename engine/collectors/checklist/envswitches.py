@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine.collectors.checklist.runconfig import RunConfig
-from engine.facts import Fact, make
-from engine.facts.checklist import UNSET
+from engine.facts import Fact
+from engine.facts.checklist import EnvDiff, EnvSwitch, UNSET
 
 _TRUE = {"1", "true", "yes", "on", "enable", "enabled", "strict"}
 _FALSE = {"0", "false", "no", "off", "disable", "disabled"}
@@ -131,10 +131,10 @@ def switch_facts(cfg: RunConfig, device: str) -> Iterator[Fact]:
         return
     source = ", ".join(cfg.env_sources + cfg.export_sources) or None
     for name, st in run_states(cfg, device).items():
-        yield make("env_switch", role=cfg.run.role, run=cfg.run.name, name=name,
-                   category=st.switch.category, device=device, applies=st.applies, is_set=st.is_set,
-                   value=st.value, enabled=st.enabled, deterministic_setting=st.deterministic,
-                   raw_name=st.raw_name, source=source)
+        yield EnvSwitch.of(role=cfg.run.role, run=cfg.run.name, name=name,
+                           category=st.switch.category, device=device, applies=st.applies, is_set=st.is_set,
+                           value=st.value, enabled=st.enabled, deterministic_setting=st.deterministic,
+                           raw_name=st.raw_name, source=source)
 
 
 def env_diffs(cfg: RunConfig, device: str, ref: RunConfig, ref_device: str, pair: str) -> Iterator[Fact]:
@@ -149,7 +149,7 @@ def env_diffs(cfg: RunConfig, device: str, ref: RunConfig, ref_device: str, pair
         a, b = mine[name], theirs[name]
         if a.effective().lower() == b.effective().lower():
             continue
-        yield make("env_diff", pair=pair, role=cfg.run.role, ref_role=ref.run.role, name=name,
-                   category=switch.category,
-                   baseline=b.value if b.is_set else UNSET, target=a.value if a.is_set else UNSET,
-                   baseline_name=b.raw_name, target_name=a.raw_name, source=source)
+        yield EnvDiff.of(pair=pair, role=cfg.run.role, against_role=ref.run.role, name=name,
+                         category=switch.category,
+                         baseline=b.value if b.is_set else UNSET, target=a.value if a.is_set else UNSET,
+                         baseline_name=b.raw_name, target_name=a.raw_name, source=source)

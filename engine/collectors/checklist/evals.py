@@ -10,7 +10,8 @@ from typing import Iterator
 
 from engine.collectors.base import RunDir
 from engine.errors import Warnings
-from engine.facts import Fact, make
+from engine.facts import Fact
+from engine.facts.checklist import EvalGap
 
 MAX_EVAL_BYTES = 16 * 1024 * 1024
 # bookkeeping numbers that describe the evaluation run, not the model
@@ -110,6 +111,6 @@ def eval_gaps(run: RunDir, mine: dict[str, float], ref: RunDir, theirs: dict[str
             worse = gap < 0 if up else gap > 0
         elif up is not None:
             worse = math.isnan(t) and not math.isnan(b)
-        yield make("eval_gap", pair=pair, role=run.role, ref_role=ref.role, metric=metric,
-                   baseline=b, target=t, abs_gap=gap, rel_gap=rel, higher_is_better=up,
-                   target_worse=worse, source=source)
+        yield EvalGap.of(pair=pair, role=run.role, against_role=ref.role, metric=metric,
+                         baseline=b, target=t, abs_gap=gap, rel_gap=rel, higher_is_better=up,
+                         target_worse=worse, source=source)

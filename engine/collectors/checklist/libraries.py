@@ -9,8 +9,8 @@ from urllib.parse import unquote
 
 from engine.collectors.base import RunDir
 from engine.errors import Warnings
-from engine.facts import Fact, make
-from engine.facts.checklist import UNSET
+from engine.facts import Fact
+from engine.facts.checklist import LibraryDiff, LibraryVersion, UNSET
 
 MAX_PIP_BYTES = 8 * 1024 * 1024
 
@@ -130,8 +130,8 @@ def _category(name: str, raw: str) -> str:
 def version_facts(run: RunDir, packages: dict[str, tuple[str, str]], source: str | None) -> Iterator[Fact]:
     for name, (version, raw) in sorted(packages.items()):
         if name in KEY_LIBRARIES:
-            yield make("library_version", role=run.role, run=run.name, package=name, version=version,
-                       category=KEY_LIBRARIES[name], raw=raw, source=source)
+            yield LibraryVersion.of(role=run.role, run=run.name, package=name, version=version,
+                                    category=KEY_LIBRARIES[name], raw=raw, source=source)
 
 
 def library_diffs(run: RunDir, mine: dict[str, tuple[str, str]], ref: RunDir,
@@ -145,7 +145,7 @@ def library_diffs(run: RunDir, mine: dict[str, tuple[str, str]], ref: RunDir,
         cat = _category(name, raw)
         if cross_device and cat == "device":
             continue  # torch_npu, CANN wheels, nvidia-* and CUDA-only kernels belong to one device
-        yield make("library_diff", pair=pair, role=run.role, ref_role=ref.role, package=name,
-                   baseline=b[0] if b else UNSET, target=a[0] if a else UNSET,
-                   key_library=name in KEY_LIBRARIES, category=cat,
-                   baseline_raw=b[1] if b else None, target_raw=a[1] if a else None, source=source)
+        yield LibraryDiff.of(pair=pair, role=run.role, against_role=ref.role, package=name,
+                             baseline=b[0] if b else UNSET, target=a[0] if a else UNSET,
+                             key_library=name in KEY_LIBRARIES, category=cat,
+                             baseline_raw=b[1] if b else None, target_raw=a[1] if a else None, source=source)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from engine.collectors.base import Case, RunDir
 from engine.collectors.checklist.frameworks import detect_framework
-from engine.facts import Fact, make
+from engine.facts import Fact
+from engine.facts.core import Run
 
 _NPU_ENV = re.compile(rb"^(ASCEND_[A-Z_]*|HCCL_[A-Z_]*|NPU_[A-Z_]*)=", re.MULTILINE)
 _GPU_ENV = re.compile(rb"^(CUDA_VISIBLE_DEVICES|NVIDIA_[A-Z_]*|CUDA_HOME|CUDA_VERSION|NCCL_[A-Z_]*)=",
@@ -70,8 +71,8 @@ def run_facts(case: Case) -> list[Fact]:
             groups_per_role[run.role] = groups_per_role.get(run.role, 0) + 1
     for run in case.runs:
         grouped = run.group is not None
-        out.append(make(
-            "run", role=run.role, name=run.name, device=guess_device(run),
+        out.append(Run.of(
+            role=run.role, name=run.name, device=guess_device(run),
             framework=detect_framework(run),
             has_log=_has(run, "log"),
             has_dump=_has(run, "msprobe.dump"),

@@ -8,8 +8,8 @@ from typing import Iterator
 
 from engine.collectors.base import RunDir
 from engine.errors import Warnings
-from engine.facts import Fact, make
-from engine.facts.checklist import UNSET
+from engine.facts import Fact
+from engine.facts.checklist import StructureDiff, StructureSummary, UNSET
 
 MAX_LISTING_BYTES = 32 * 1024 * 1024
 MAX_DIFFS_PER_PAIR = 100
@@ -110,8 +110,8 @@ def summary_facts(run: RunDir, listings: dict[str, tuple[dict[str, str], str]]) 
                 for dim in shape.split("x"):
                     n *= int(dim)
                 elements += n
-        yield make("structure_summary", role=run.role, run=run.name, listing=kind,
-                   modules=len(items), elements=elements, source=source)
+        yield StructureSummary.of(role=run.role, run=run.name, listing=kind,
+                                  modules=len(items), elements=elements, source=source)
 
 
 def structure_diffs(run: RunDir, mine: dict[str, tuple[dict[str, str], str]], ref: RunDir,
@@ -145,10 +145,10 @@ def structure_diffs(run: RunDir, mine: dict[str, tuple[dict[str, str], str]], re
                              "only the first are reported", path=src_a)
                 return
             emitted += 1
-            yield make("structure_diff", pair=pair, role=run.role, ref_role=ref.role,
-                       item=item or "<root>", kind=item_kind, change=change,
-                       baseline=vb if vb is not None else UNSET, target=va if va is not None else UNSET,
-                       source=f"{src_a}, {src_b}")
+            yield StructureDiff.of(pair=pair, role=run.role, against_role=ref.role,
+                                   item=item or "<root>", kind=item_kind, change=change,
+                                   baseline=vb if vb is not None else UNSET, target=va if va is not None else UNSET,
+                                   source=f"{src_a}, {src_b}")
 
 
 def _type(desc: str) -> str:

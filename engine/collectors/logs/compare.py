@@ -11,10 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.collectors.logs.series import StepSeries
+from engine.kb import tolerance
 
 EPS = 1e-12
-DEFAULT_LOSS_BAND = 0.01      # kb §1.3: 1% mean relative loss error
-DEFAULT_GRAD_BAND = 0.10      # kb §1.3: 10% grad-norm mean relative error
+# the acceptance tolerances, named in kb/verdict/aligned.within_noise.yaml (thresholds)
+DEFAULT_LOSS_BAND = tolerance("step_rel_err")       # a compared step departs above 1% relative loss error
+DEFAULT_GRAD_BAND = tolerance("grad_norm_rel_err")  # 10% relative grad-norm error
 NAN_WINDOW = 50               # kb §1.3: NaN counts compared within 50 steps
 SUSTAIN = 5                   # consecutive compared points beyond the band = sustained divergence
 SPIKE_LOOKBACK = 10

@@ -80,7 +80,7 @@ def compare_facts(t: StepSeries, b: StepSeries, noise: float | None) -> Iterable
     mean = d.mean()
     t_last = int(t.steps[-1]) if len(t) else None
     b_last = int(b.steps[-1]) if len(b) else None
-    over = cmp.first_step_where(d.steps, ~(d.err <= 0.01)) if n else None
+    over = cmp.first_step_where(d.steps, ~(d.err <= cmp.DEFAULT_LOSS_BAND)) if n else None
     yield make("loss_compare", **ident, steps_compared=n,
                first_step=int(d.steps[0]) if n else None, last_step=int(d.steps[-1]) if n else None,
                run_last_step=t_last, against_last_step=b_last,
