@@ -5,13 +5,19 @@ engine/render/chat.py: the same parts, a length cap met at hypothesis boundaries
 link to the full report."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from engine.diagnosis import Diagnosis
 from engine.vocabulary import REPORT_FORMATS as FORMATS  # noqa: F401 (declared there)
 
+if TYPE_CHECKING:
+    from engine.render.chat import Reply
+
 # formats whose output is meant to be posted as a chat message (capped, with a report link)
 CHAT_FORMATS = ("text", "markdown", "slack", "lark")
+# the cap a chat reply gets when none is asked for (the service; the CLI caps slack and lark only):
+# characters, bytes of the JSON body for lark
+DEFAULT_LENGTH = {"markdown": 16_000, "text": 16_000, "slack": 12_000, "lark": 20_000}
 
 
 def render(diag: Diagnosis, fmt: str, *, translations: Sequence[Diagnosis] = (), **kw) -> str:
@@ -34,3 +40,24 @@ def render(diag: Diagnosis, fmt: str, *, translations: Sequence[Diagnosis] = (),
         return render_html(diag, **kw)
     from engine.render.text import render_text
     return render_text(diag, **kw)
+
+
+def render_chat(fmt: str, replies: Sequence["Reply"], *, max_length: int | None = None,
+                report_url: str | None = None) -> str:
+    """Chat replies (engine/render/chat.py; one per language, the first is the main one) as a
+    message in `fmt`, capped at `max_length` (the format's default when None)."""
+    import json
+
+    length = max_length or DEFAULT_LENGTH[fmt]
+    if fmt == "lark":
+        from engine.render.lark import lark_message
+        return json.dumps(lark_message(replies, max_length=length, report_url=report_url), ensure_ascii=False,
+                          separators=(",", ":"))
+    if fmt == "slack":
+        from engine.render.slack import slack_message
+        return json.dumps(slack_message(replies[0], max_length=length, report_url=report_url), ensure_ascii=False)
+    if fmt == "markdown":
+        from engine.render.markdown import render_reply
+        return render_reply(replies[0], max_length=length, report_url=report_url)
+    from engine.render.text import render_reply as render_text_reply
+    return render_text_reply(replies[0], max_length=length, report_url=report_url)
