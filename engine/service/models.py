@@ -128,7 +128,8 @@ class UploadOut(BaseModel):
     """What an archive uploaded in this turn gave the session."""
 
     facts: int = Field(description="facts collected from the archive")
-    replaced: int = Field(description="stored facts the archive measured again (the new value is kept)")
+    replaced: int = Field(description="stored facts the archive measured again with another value (the new "
+                                      "value is kept)")
     warnings: list[dict[str, Any]] = Field(description="problems met while collecting (files not read, ...)")
 
 

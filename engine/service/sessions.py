@@ -97,17 +97,18 @@ def apply_turn(session: Session, facts: list[Fact], answers: list[Answer], *, ma
     to the same question; a skip withdraws it and keeps the question from being asked again.
     `collected` facts (from an uploaded archive) replace stored facts about the same thing (a
     newer measurement); other facts that contradict stored ones are an error (422), and nothing
-    is changed. Returns how many stored facts the collected ones replaced."""
+    is changed. Returns how many stored facts the collected ones changed."""
     answered, skipped_now = answers_to_facts(answers, source="chat")
     new = list(facts) + answered
     collected = list(collected)
-    remeasured = {f.key() for f in collected}
+    remeasured: dict[tuple, list[dict]] = {}
+    for f in collected:
+        remeasured.setdefault(f.key(), []).append(_content(f))
     replaced = {f.name for f in new if f.type == "observation"} | set(skipped_now)
     kept = [parse_fact(d, where="session") for d in session.facts]
     kept = [f for f in kept if not (f.type == "observation" and f.name in replaced)]
-    before = len(kept)
+    changed = sum(1 for f in kept if f.key() in remeasured and _content(f) not in remeasured[f.key()])
     kept = [f for f in kept if f.key() not in remeasured]
-    dropped = before - len(kept)
     merged = FactSet(kept)
     for fact in [*collected, *new]:
         merged.add(fact)
@@ -116,7 +117,14 @@ def apply_turn(session: Session, facts: list[Fact], answers: list[Answer], *, ma
     session.facts = merged.to_json()
     answered_names = {f.name for f in new if f.type == "observation"}
     session.skipped = [q for q in dict.fromkeys([*session.skipped, *skipped_now]) if q not in answered_names]
-    return dropped
+    return changed
+
+
+def _content(fact: Fact) -> dict:
+    """What a fact says, without where it was read from."""
+    data = fact.to_json()
+    data.pop("source", None)
+    return data
 
 
 def _plan(session: Session, settings: Settings):

@@ -40,8 +40,10 @@ def diagnose_job(settings: Settings, request: DiagnoseRequest, archive: BinaryIO
         raise ServiceError(400, "nothing_to_diagnose", "give facts, answers or an archive of run folders")
     report = reports is not None and wants_report(fmt, reports)
     with unpacked(archive, settings, deadline) if archive is not None else nullcontext() as up:
-        result = diagnose_case(up.root if up else None, facts=[*given, *answered], engine=settings.engine,
+        result = diagnose_case(**(up.inputs() if up else {}), facts=[*given, *answered], engine=settings.engine,
                                lang=lang, rules_path=settings.rules_path, warnings=warnings, series=report)
+        if up:
+            up.require_recognised(result.case)
         diags = [result.diagnosis]
         for other in languages(fmt, lang)[1:]:
             carried = Warnings()

@@ -59,7 +59,8 @@ def collect_archive(archive: BinaryIO, settings: Settings, deadline: float):
 
     warnings = Warnings()
     with unpacked(archive, settings, deadline) as up:
-        got = gather(up.root, warnings=warnings)
+        got = gather(**up.inputs(), warnings=warnings)
+        up.require_recognised(got.case)
         facts = json.loads(up.relative(json.dumps([f.to_json() for f in got.facts])))
         problems = json.loads(up.relative(json.dumps(warnings.items)))
     return [parse_fact(d, where=f"archive fact {i}") for i, d in enumerate(facts)], problems

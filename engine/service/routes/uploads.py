@@ -113,28 +113,85 @@ async def _spool(request: Request) -> BinaryIO:
 # ---------------------------------------------------------------- in the job
 @dataclass
 class Unpacked:
-    """An extracted upload: the temporary folder and the case folder inside it."""
+    """An extracted upload: the temporary folder and the case (or run) folder inside it."""
 
     tmp: str
     root: str
+    single_run: bool = False  # no case layout: the upload is read as one run
+
+    def inputs(self) -> dict:
+        """What the upload holds, as engine.api.gather() takes it: a case (baseline/ and target/),
+        a target run (with its reruns) that came without a baseline, or one run folder."""
+        dirs = {p.name.lower(): p for p in Path(self.root).iterdir() if p.is_dir()}
+        if "target" in dirs and "baseline" not in dirs:
+            return {"target": dirs["target"],
+                    "target_reruns": [p for name, p in sorted(dirs.items()) if name.startswith("target_rerun")]}
+        return {"case_dir": self.root}
+
+    def require_recognised(self, case) -> None:
+        """An upload read as one run must hold something precdx reads."""
+        if self.single_run and case is not None and not any(run.artefacts for run in case.runs):
+            raise ServiceError(422, "not_a_case", "the archive holds no case layout (baseline/ and target/ run "
+                                                  "folders) and nothing precdx reads as one run (training logs, "
+                                                  "configs, env listings, msprobe output)")
+
+    def _pairs(self, escape: bool) -> list[tuple[str, str]]:
+        pairs = [(self.root.rstrip("/") + "/", ""), (self.tmp.rstrip("/") + "/", ""), (self.tmp, "<upload>")]
+        return [(json.dumps(a)[1:-1], b) for a, b in pairs] if escape else pairs
 
     def relative(self, text: str) -> str:
         """JSON text with the upload's paths made relative to the case (the server's folders
         never reach the client)."""
-        for prefix, repl in ((self.root.rstrip("/") + "/", ""), (self.tmp.rstrip("/") + "/", ""),
-                             (self.tmp, "<upload>")):
-            text = text.replace(json.dumps(prefix)[1:-1], repl)
+        for prefix, repl in self._pairs(escape=True):
+            text = text.replace(prefix, repl)
+        return text
+
+    def relative_text(self, text: str | None) -> str | None:
+        if text is None:
+            return None
+        for prefix, repl in self._pairs(escape=False):
+            text = text.replace(prefix, repl)
         return text
 
 
 @contextmanager
 def unpacked(archive: BinaryIO, settings: Settings, deadline: float) -> Iterator[Unpacked]:
-    """The archive extracted under the settings' limits into a temporary folder, removed after."""
+    """The archive extracted under the settings' limits into a temporary folder, removed after.
+    Errors raised inside name paths relative to the upload."""
+    from engine.errors import PrecdxError
     from engine.service.archive import Limits, case_root, extract
 
     tmp = tempfile.mkdtemp(prefix="precdx-upload-")
     try:
         extract(archive, Path(tmp), Limits(settings.max_extracted_bytes, settings.max_archive_files, deadline))
-        yield Unpacked(tmp, str(case_root(Path(tmp))))
+        root, single = _root(Path(tmp), case_root)
+        up = Unpacked(tmp, str(root), single)
+        try:
+            yield up
+        except PrecdxError as exc:
+            exc.message = up.relative_text(exc.message) or ""
+            exc.path = up.relative_text(exc.path) or None
+            exc.hint = up.relative_text(exc.hint)
+            exc.args = (exc.render(),)
+            raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _root(folder: Path, case_root) -> tuple[Path, bool]:
+    """The case folder of an upload (engine/service/archive.py), or else the one run it holds
+    (the archive root, or the single folder wrapping everything); and whether it is one run."""
+    try:
+        return case_root(folder), False
+    except ServiceError as exc:
+        if exc.code != "not_a_case":
+            raise
+    current = folder
+    while True:
+        children = [p for p in current.iterdir() if not p.name.startswith(".") and p.name != "__MACOSX"]
+        if len(children) == 1 and children[0].is_dir():
+            current = children[0]
+            continue
+        if not children:
+            raise ServiceError(422, "not_a_case", "the archive holds no files")
+        return current, True
