@@ -13,9 +13,11 @@ import json
 from typing import Any, Sequence
 
 from engine.diagnosis import Diagnosis
+from engine.errors import PrecdxError
 from engine.render.chat import Cap, Markup, Part, Reply, Span, diagnosis_reply, fit
 
 DEFAULT_BYTES = 20_000
+MIN_BYTES = 1_000
 LOCALES = {"zh": "zh_cn", "en": "en_us"}
 _STYLES = {"b": ["bold"], "i": ["italic"]}
 _BLANK: list[dict] = [{"tag": "text", "text": " "}]  # a blank line between parts
@@ -72,12 +74,14 @@ def lark_message(replies: Sequence[Reply], *, max_length: int | None = None,
                  report_url: str | None = None) -> dict[str, Any]:
     """One post with a locale per reply (their languages must differ)."""
     budget = max_length or DEFAULT_BYTES
+    if budget < MIN_BYTES:
+        raise PrecdxError(f"a Lark post needs at least {MIN_BYTES} bytes (max_length {budget})")
     empty = {"msg_type": "post", "content": {"post": {LOCALES.get(r.lang, "en_us"): {"title": r.title, "content": []}
                                                       for r in replies}}}
     share = (budget - len(_dumps(empty).encode())) // max(1, len(replies))
     post: dict[str, Any] = {}
     for r in replies:
-        parts = fit(r, LARK, Cap(total=share, minimum=600), report_url)
+        parts = fit(r, LARK, Cap(total=share, minimum=200), report_url)
         post[LOCALES.get(r.lang, "en_us")] = {"title": r.title, "content": LARK.content(parts)}
     return {"msg_type": "post", "content": {"post": post}}
 
