@@ -27,7 +27,7 @@ async def healthz(settings: AppSettings, store: Store, runner: Runner) -> Respon
     return json_response(Health(status="ok", version=__version__, store=store.backend, engine=settings.engine))
 
 
-@catalogue.get("/vocabulary", response_model=VocabularyOut, tags=["catalogue"],
+@catalogue.get("/vocabulary", response_model=VocabularyOut, tags=["catalogue"], response_model_exclude_unset=True,
                summary="Fact types and their fields, roles, cost classes, failure modes, formats, languages")
 async def vocabulary() -> Any:
     from typing import get_args
