@@ -33,22 +33,31 @@ class ErrorOut(BaseModel):
 
 
 # ---------------------------------------------------------------- typed facts (schema)
-NONFINITE = ["nan", "inf", "-inf"]
+# What the fact parser also takes for a JSON type (it is lenient: `"yes"` or 1 for true, numbers
+# written as text, "nan" / "inf" / "-inf"); the schema lists these forms so it never refuses
+# input the service accepts.
+LENIENT = {
+    "boolean": [{"type": "integer", "enum": [0, 1]},
+                {"type": "string", "description": "true / false, yes / no, on / off, 1 / 0"}],
+    "integer": [{"type": "string", "description": "the integer written as text"}],
+    "number": [{"type": "string", "description": "the number written as text, or nan / inf / -inf"}],
+}
 
 
 def _schema_extensions(schema: dict[str, Any]) -> None:
-    """The vocabulary's field metadata as OpenAPI extensions (x-unit, x-matchable); numbers
-    may also be written "nan", "inf" or "-inf"."""
+    """The vocabulary's field metadata as OpenAPI extensions (x-unit, x-matchable), and the
+    lenient forms of booleans and numbers."""
     for prop in schema.get("properties", {}).values():
         if "unit" in prop:
             prop["x-unit"] = prop.pop("unit")
         if "match" in prop:
             prop["x-matchable"] = prop.pop("match")
-        if prop.get("type") == "number":
-            del prop["type"]
-            prop["anyOf"] = [{"type": "number"}, {"type": "string", "enum": NONFINITE}]
-        elif any(alt.get("type") == "number" for alt in prop.get("anyOf", ())):
-            prop["anyOf"] = prop["anyOf"] + [{"type": "string", "enum": NONFINITE}]
+        if prop.get("type") in LENIENT:
+            kind = prop.pop("type")
+            prop["anyOf"] = [{"type": kind}, *LENIENT[kind]]
+        elif "anyOf" in prop:
+            kinds = [alt.get("type") for alt in prop["anyOf"] if "enum" not in alt and "const" not in alt]
+            prop["anyOf"] = prop["anyOf"] + [extra for kind in kinds if kind in LENIENT for extra in LENIENT[kind]]
 
 
 def _typed_fact_models() -> list[type[BaseModel]]:
