@@ -265,18 +265,21 @@ def fit(reply: Reply, markup: Markup, cap: Cap | None, report_url: str | None = 
                           hint="raise the cap")
     section = cap.section or cap.total
     limit_parts = (cap.parts - 1) if cap.parts else None
+    # room held back for the essential parts still to come (e.g. a session's next question after
+    # the ranking), each up to a quarter of the budget
+    held = [min(markup.size(p), section, avail // 4) + gap_max if p.essential else 0 for p in parts]
     out: list[Part] = []
     used = 0
     left_h, left_o = reply.hypotheses_left_out, 0
     stopped = False
-    for p in parts:
+    for i, p in enumerate(parts):
         is_h = p.kind == "hypothesis"
         if (is_h and stopped) or (limit_parts is not None and len(out) >= limit_parts):
             left_h, left_o = left_h + is_h, left_o + (not is_h)
             stopped = stopped or is_h
             continue
         gap = markup.sep_size(out[-1], p) if out else 0
-        left = avail - used - gap
+        left = avail - used - gap - sum(held[i + 1:])
         room = min(section, left)
         size = markup.size(p)
         if size > room:

@@ -165,6 +165,19 @@ def test_the_cap_holds_with_many_hypotheses_and_cuts_at_their_boundaries(fmt, ca
     assert shown_text.rstrip().endswith(("Full report", url, f"{url})", f"{url}|Full report>"))
 
 
+@pytest.mark.parametrize("fmt", ["markdown", "slack", "lark"])
+def test_an_essential_part_after_the_ranking_keeps_its_room(fmt):
+    """A session's next question comes after the hypotheses; a tight cap drops hypotheses, not it."""
+    from engine.render.chat import Part, bold, plain
+
+    reply = diagnosis_reply(_many(60), max_hypotheses=60)
+    reply.parts.append(Part("session", [[bold("Next question"), plain(" (same_checkpoint): is it the same?")]],
+                            essential=True))
+    body = render_chat(fmt, [reply], max_length=2_500, report_url="https://precdx.example/r.html")
+    assert "Next question" in body and "(same_checkpoint)" in body
+    assert 0 < len(_shown(body)) < 60
+
+
 def test_a_huge_hypothesis_is_shortened_to_the_slack_section_limit():
     diag = _many(3, evidence_chars=50_000)
     msg = json.loads(render(diag, "slack"))
