@@ -187,6 +187,9 @@ def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_f
 
     progress.set_quiet(fmt in ("json", "slack", "lark") or out is not None and fmt != "text")
     _check_out(out)
+    if (max_length or report_url) and fmt not in ("text", "markdown", "slack", "lark"):
+        raise PrecdxError(f"--max-length and --report-url shape a chat reply; --format {fmt} is not one",
+                          hint="use --format text, markdown, slack or lark")
     warnings = Warnings()
     with _time_budget(time_budget):
         _check_inputs(case_dir, target, baseline, facts_files)

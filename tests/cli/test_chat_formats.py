@@ -51,3 +51,8 @@ def test_text_and_markdown_take_a_cap_and_a_link(fmt):
 def test_a_cap_below_the_minimum_is_a_usage_error():
     r = run("--format", "slack", "--max-length", "50")
     assert r.exit_code == 2 and "--max-length" in r.output
+
+
+def test_chat_options_with_a_non_chat_format_are_refused():
+    r = run("--format", "json", "--report-url", URL)
+    assert r.exit_code == 2 and "chat reply" in r.output

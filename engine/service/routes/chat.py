@@ -46,20 +46,6 @@ def languages(fmt: str, lang: str) -> list[str]:
     return [lang, *(x for x in LANGS if x != lang)] if fmt == "lark" else [lang]
 
 
-def translations(diag: "Diagnosis", fmt: str, facts, settings: Settings) -> list["Diagnosis"]:
-    """The same facts diagnosed in the other languages a reply needs (with the same warnings)."""
-    from engine.diagnosis import diagnose
-    from engine.errors import Warnings
-
-    out = []
-    for lang in languages(fmt, diag.lang)[1:]:
-        carried = Warnings()
-        carried.items = [dict(w) for w in diag.warnings]
-        out.append(diagnose(facts, engine=settings.engine, lang=lang, rules_path=settings.rules_path,
-                            warnings=carried))
-    return out
-
-
 def reply_of(diag: "Diagnosis", fmt: str) -> "Reply":
     from engine.render.chat import diagnosis_reply
     from engine.render.text import text_reply

@@ -15,7 +15,6 @@ from engine.service.settings import Settings
 from engine.service.store import SessionStore
 
 ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 408, 413, 415, 422, 503)}
-MARKDOWN = {"text/markdown": {"schema": {"type": "string"}}}
 TEXTS = {media: {"schema": {"type": "string"}} for media in ("text/markdown", "text/plain", "text/html")}
 
 
@@ -51,7 +50,3 @@ Reports = Annotated[ReportStore, Depends(_reports)]
 
 def json_response(model, status: int = 200) -> Response:
     return Response(model.model_dump_json(), status_code=status, media_type="application/json")
-
-
-def markdown(text: str, status: int = 200) -> Response:
-    return Response(text, status_code=status, media_type="text/markdown; charset=utf-8")
