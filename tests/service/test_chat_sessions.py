@@ -159,3 +159,6 @@ def test_lang_in_query_and_body_must_agree(client):
     assert r.status_code == 422 and "lang" in r.json()["detail"]
     assert client.post("/v1/sessions?lang=zh", json={"lang": "zh"}).json()["lang"] == "zh"
     assert client.post("/v1/sessions").json()["lang"] == "en"  # no body at all: an empty session
+    # JSON without a content type is read as JSON, as FastAPI reads an undeclared body
+    r = client.post("/v1/sessions", content=json.dumps({"lang": "zh"}).encode())
+    assert r.status_code == 201 and r.json()["lang"] == "zh"

@@ -40,7 +40,7 @@ class Upload:
 
 async def read_upload(request: Request, settings: Settings, model: type[BaseModel]) -> Upload:
     """JSON (`model`, or a bare list of facts), multipart/form-data (archive, facts), or a zip /
-    tar body. A request without a body and without a content type is an empty `model`."""
+    tar body. A body without a content type is read as JSON (none at all: an empty `model`)."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     depth = settings.max_json_depth
     if ctype == "application/json" or ctype.endswith("+json"):
@@ -49,8 +49,8 @@ async def read_upload(request: Request, settings: Settings, model: type[BaseMode
         return await _read_form(request, settings, model)
     if ctype in ARCHIVE_TYPES:
         return Upload(model(), archive=await _spool(request))
-    if not ctype and not (await request.body()).strip():
-        return Upload(model())
+    if not ctype:  # no content type: JSON, as FastAPI reads an undeclared body (or nothing)
+        return Upload(parse_body(model, await request.body()))
     raise ServiceError(415, "unsupported_media_type",
                        "send JSON facts, multipart/form-data (archive, facts) or a zip/tar body")
 
