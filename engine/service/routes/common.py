@@ -14,7 +14,8 @@ from engine.service.reports import ReportStore
 from engine.service.settings import Settings
 from engine.service.store import SessionStore
 
-ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 408, 413, 415, 422, 503)}
+# 429: rate_limited (any operation, when PRECDX_RATE_LIMIT is set) and too_many_sessions
+ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 408, 413, 415, 422, 429, 503)}
 TEXTS = {media: {"schema": {"type": "string"}} for media in ("text/markdown", "text/plain", "text/html")}
 
 
