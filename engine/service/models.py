@@ -44,10 +44,16 @@ LENIENT = {
 }
 
 
-def _schema_extensions(schema: dict[str, Any]) -> None:
-    """The vocabulary's field metadata as OpenAPI extensions (x-unit, x-matchable), and the
-    lenient forms of booleans and numbers."""
-    for prop in schema.get("properties", {}).values():
+def _schema_extensions(schema: dict[str, Any], renamed: dict[str, str] | None = None) -> None:
+    """The vocabulary's field metadata as OpenAPI extensions (x-unit, x-matchable), the lenient
+    forms of booleans and numbers, and the former names of renamed fields (still accepted,
+    marked deprecated)."""
+    props = schema.get("properties", {})
+    for old, new in (renamed or {}).items():
+        if new in props and old not in props:
+            props[old] = {**props[new], "deprecated": True, "title": old,
+                          "description": f"former name of `{new}` (still accepted)"}
+    for prop in props.values():
         if "unit" in prop:
             prop["x-unit"] = prop.pop("unit")
         if "match" in prop:
@@ -58,6 +64,12 @@ def _schema_extensions(schema: dict[str, Any]) -> None:
         elif "anyOf" in prop:
             kinds = [alt.get("type") for alt in prop["anyOf"] if "enum" not in alt and "const" not in alt]
             prop["anyOf"] = prop["anyOf"] + [extra for kind in kinds if kind in LENIENT for extra in LENIENT[kind]]
+
+
+def _extensions_for(renamed: dict[str, str]):
+    def extend(schema: dict[str, Any]) -> None:  # one argument: pydantic passes the model too otherwise
+        _schema_extensions(schema, renamed)
+    return extend
 
 
 def _typed_fact_models() -> list[type[BaseModel]]:
@@ -74,7 +86,7 @@ def _typed_fact_models() -> list[type[BaseModel]]:
             "__doc__": base.__doc__,
             "__annotations__": {"type": Literal[name]},
             "type": Field(description=f"fact type: {name}"),
-            "model_config": ConfigDict(title=title, json_schema_extra=_schema_extensions),
+            "model_config": ConfigDict(title=title, json_schema_extra=_extensions_for(dict(REGISTRY[name].renamed))),
         }
         models.append(type(base)(title, (base,), namespace))
     return models
@@ -261,6 +273,7 @@ class FieldOut(BaseModel):
     unit: str | None
     matchable: bool
     choices: list[str] | None = None
+    former_names: list[str] | None = Field(None, description="names this field had before (still accepted)")
 
 
 class FactTypeOut(BaseModel):

@@ -72,7 +72,8 @@ def test_openapi_types_every_fact(client):
     for name, ref in mapping.items():
         model = schemas[ref.rsplit("/", 1)[-1]]
         assert model["properties"]["type"]["const"] == name
-        assert set(model["properties"]) == {"type", "source", *REGISTRY[name].fields}
+        assert set(model["properties"]) == {"type", "source", *REGISTRY[name].fields, *REGISTRY[name].renamed}
+        assert all(model["properties"][old]["deprecated"] for old in REGISTRY[name].renamed)
         assert model["additionalProperties"] is False
     loss = schemas[mapping["loss_compare"].rsplit("/", 1)[-1]]["properties"]["max_rel_err"]
     assert loss["x-unit"] == "ratio" and loss["x-matchable"] is True
