@@ -171,17 +171,25 @@ def _emit(text: str, out: str | None) -> None:
 @click.option("--changed", "changed", multiple=True, metavar="KEY",
               help="A difference you made on purpose (repeatable; also `changed: [...]` in CASE_DIR/case.yaml): "
                    "ranked as the trigger, with the mechanisms that depend on it, not as the cause.")
+@click.option("--max-length", type=click.IntRange(min=300), default=None, metavar="N",
+              help="Cap a chat reply (text, markdown, slack: characters; lark: bytes of the JSON), cut at "
+                   "hypothesis boundaries. Defaults: slack 12000, lark 20000, text and markdown uncapped.")
+@click.option("--report-url", default=None, metavar="URL",
+              help="End a chat reply (text, markdown, slack, lark) with a link to the full report at URL "
+                   "(e.g. where you publish the --format html output).")
 def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, fmt, out, engine, lang,
-             rules_path, verbose, fail_on, time_budget, changed):
+             rules_path, verbose, fail_on, time_budget, changed, max_length, report_url):
     """Diagnose a case folder (baseline/, target/, target_rerun/ ...), a single run folder (checked
     on its own against what a healthy run looks like), a --target/--baseline pair (--target alone
     works too), or facts given with --facts."""
     from engine import progress
     from engine.api import diagnose_case
-    from engine.render import render
 
-    progress.set_quiet(fmt == "json" or out is not None and fmt != "text")
+    progress.set_quiet(fmt in ("json", "slack", "lark") or out is not None and fmt != "text")
     _check_out(out)
+    if (max_length or report_url) and fmt not in ("text", "markdown", "slack", "lark"):
+        raise PrecdxError(f"--max-length and --report-url shape a chat reply; --format {fmt} is not one",
+                          hint="use --format text, markdown, slack or lark")
     warnings = Warnings()
     with _time_budget(time_budget):
         _check_inputs(case_dir, target, baseline, facts_files)
@@ -190,14 +198,42 @@ def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_f
                                engine=engine, lang=lang, rules_path=rules_path, warnings=warnings,
                                series=fmt == "html")
     diag = result.diagnosis
-    kw = {"verbose": verbose} if fmt == "text" else {}
-    if fmt == "html":
-        kw = {"series": result.series}
-    _emit(render(diag, fmt, **kw), out)
+    _emit(_render_result(result, fmt, engine=engine, rules_path=rules_path, verbose=verbose,
+                         max_length=max_length, report_url=report_url), out)
     if fail_on == "misaligned" and diag.verdict == "misaligned":
         sys.exit(1)
     if fail_on == "inconclusive" and diag.verdict != "aligned":
         sys.exit(1)
+
+
+def _render_result(result, fmt: str, *, engine: str = "durable", rules_path: str | None = None,
+                   verbose: bool = False, max_length: int | None = None, report_url: str | None = None) -> str:
+    """A CaseDiagnosis in a report format; a Lark post also gets the other language's text
+    (the same facts diagnosed again in that language)."""
+    from engine.render import CHAT_FORMATS, render
+
+    diag = result.diagnosis
+    kw: dict = {}
+    if fmt == "html":
+        kw["series"] = result.series
+    if fmt == "text":
+        kw["verbose"] = verbose
+    if fmt in CHAT_FORMATS:
+        kw.update(max_length=max_length, report_url=report_url)
+    if fmt == "lark":
+        from engine.diagnosis import diagnose as diagnose_facts
+        from engine.vocabulary import LANGS
+
+        kw["translations"] = [diagnose_facts(result.facts, engine=engine, lang=other, rules_path=rules_path,
+                                             warnings=_carried(diag.warnings)) for other in LANGS if other != diag.lang]
+    return render(diag, fmt, **kw)
+
+
+def _carried(items) -> Warnings:
+    """A Warnings holding the collection warnings of a diagnosis (for its translation)."""
+    out = Warnings()
+    out.items = [dict(w) for w in items]
+    return out
 
 
 # ------------------------------------------------------------------ facts
@@ -377,9 +413,8 @@ def demo(fault, out_dir, list_faults, steps, fmt, lang, watch_run):
         raise PrecdxError(f"unknown fault {fault!r}", hint="choose from " + ", ".join(lab.FAULTS))
     from engine import progress
     from engine.api import diagnose_case
-    from engine.render import render
 
-    progress.set_quiet(fmt == "json")
+    progress.set_quiet(fmt in ("json", "slack", "lark"))
     kw = {"steps": steps} if steps else {}
     if watch_run:
         case_dir = _demo_watch(fault, Path(out_dir), kw, quiet=fmt == "json")
@@ -388,7 +423,7 @@ def demo(fault, out_dir, list_faults, steps, fmt, lang, watch_run):
         case_dir = lab.run_demo(fault, Path(out_dir), **kw)
     click.echo(f"precdx demo: artefacts written to {case_dir}; diagnosing ...", err=True)
     result = diagnose_case(case_dir, lang=lang, series=fmt == "html")
-    _emit(render(result.diagnosis, fmt, **({"series": result.series} if fmt == "html" else {})), None)
+    _emit(_render_result(result, fmt), None)
 
 
 def _fault_table(faults) -> str:

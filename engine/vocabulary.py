@@ -46,8 +46,8 @@ RunDevice = Literal["npu", "gpu", "cpu", "unknown"]
 Lang = Literal["en", "zh"]
 LANGS: tuple[str, ...] = get_args(Lang)
 
-# Formats a diagnosis is rendered in.
-ReportFormat = Literal["text", "json", "markdown", "html"]
+# Formats a diagnosis is rendered in (slack: a Slack message payload; lark: a Feishu / Lark post).
+ReportFormat = Literal["text", "json", "markdown", "html", "slack", "lark"]
 REPORT_FORMATS: tuple[str, ...] = get_args(ReportFormat)
 
 # Rule matcher back ends (engine/matching/).

@@ -1,38 +1,45 @@
-"""Markdown for chat: compact, pasteable, with the top hypotheses and their next steps."""
+"""Markdown for chat (GitHub-flavoured: GitHub, GitLab, Mattermost, Teams, Discord): compact,
+pasteable, with the top hypotheses and their next steps. Optionally capped in length, ending
+with a link to the full report (engine/render/chat.py)."""
 from __future__ import annotations
 
-from engine.diagnosis import Diagnosis, grade_label
+from engine.diagnosis import Diagnosis
+from engine.render.chat import Cap, Markup, Part, Reply, Span, diagnosis_reply, fit
 
-_ICON = {"aligned": "✅", "misaligned": "❌", "inconclusive": "❔"}
+
+class MarkdownMarkup(Markup):
+    name = "markdown"
+
+    def span(self, s: Span) -> str:
+        text = s.text
+        if s.style == "li":
+            return self.bullet
+        if s.style == "link":
+            return f"[{text}]({s.href})"
+        if not text.strip():
+            return text
+        if s.style == "b":
+            return f"**{text}**"
+        if s.style == "i":
+            return f"*{text}*"
+        if s.style == "code":
+            fence = "``" if "`" in text else "`"
+            pad = " " if fence == "``" else ""
+            return f"{fence}{pad}{text}{pad}{fence}"
+        return text
 
 
-def render_markdown(diag: Diagnosis, *, max_hypotheses: int = 3) -> str:
-    zh = diag.lang == "zh"
-    out = [f"**{_ICON.get(diag.verdict, '')} {diag.verdict}** — {diag.summary}"]
-    basis = diag.verdict_basis
-    if basis is not None and basis.kind in ("accepted", "provisional") and basis.missing:
-        out.append(("_尚缺：" if zh else "_Would firm it up: ") + "; ".join(basis.missing) + "_")
-    out.append("")
-    if diag.symptoms:
-        out.append(("**症状：** " if zh else "**Symptoms:** ") + "; ".join(s.title for s in diag.symptoms))
-        out.append("")
-    for i, h in enumerate(diag.hypotheses[:max_hypotheses], 1):
-        out.append(f"{i}. **{h.title}** (`{h.failure_mode}`, {h.score:.2f}, {grade_label(h.grade, diag.lang)})")
-        for text in dict.fromkeys(e.text for e in h.evidence):
-            out.append(f"   - {text}")
-        for st in h.next_steps[:3]:
-            cmd = f" — `{st.command}`" if st.command else ""
-            out.append(f"   - ▶ *{st.cost_label}*: {st.action}{cmd}")
-    if not diag.hypotheses:
-        out.append("_没有达到报告阈值的假设。_" if zh else "_No hypothesis reached the report threshold._")
-    if diag.split_step is not None:
-        st = diag.split_step
-        cmd = f" — `{st.command}`" if st.command else ""
-        out.append("")
-        out.append(("**下一步（最能区分）：** " if zh else "**Next (splits the differential):** ")
-                   + f"*{st.cost_label}*: {st.action}{cmd}")
-    if diag.warnings:
-        out.append("")
-        out.append(("⚠️ " + str(len(diag.warnings)) + (" 条警告" if zh else " warning(s): "))
-                   + "; ".join(w["message"] for w in diag.warnings[:3]))
-    return "\n".join(out).rstrip() + "\n"
+MARKDOWN = MarkdownMarkup()
+
+
+def render_reply(reply: Reply, *, max_length: int | None = None, report_url: str | None = None) -> str:
+    parts: list[Part] = fit(reply, MARKDOWN, Cap(max_length) if max_length else None, report_url)
+    return MARKDOWN.join(parts).rstrip() + "\n"
+
+
+def render_markdown(diag: Diagnosis, *, max_hypotheses: int = 3, max_length: int | None = None,
+                    report_url: str | None = None) -> str:
+    """The diagnosis as a markdown message; `max_length` caps it (characters), `report_url`
+    ends it with a link to the full report."""
+    return render_reply(diagnosis_reply(diag, max_hypotheses=max_hypotheses), max_length=max_length,
+                        report_url=report_url)

@@ -1,8 +1,13 @@
-"""Plain-text report for a terminal: verdict, symptoms, ranked hypotheses with evidence and
-next steps ordered by cost, near misses, warnings."""
+"""Plain-text report for a terminal, or for a chat that shows plain text: verdict, symptoms,
+ranked hypotheses with evidence and next steps ordered by cost, near misses, warnings;
+optionally capped in length at hypothesis boundaries and closed by a link to the full report
+(engine/render/chat.py)."""
 from __future__ import annotations
 
 from engine.diagnosis import Diagnosis, grade_label
+from engine.render.chat import Cap, Markup, Part, Reply, fit, plain
+
+TEXT = Markup()
 
 _L = {
     "en": {"verdict": "Verdict", "symptoms": "Symptoms", "hyps": "Hypotheses (best first)", "evidence": "evidence",
@@ -18,64 +23,83 @@ _L = {
 }
 
 
-def render_text(diag: Diagnosis, *, max_hypotheses: int = 5, verbose: bool = False) -> str:
+def text_reply(diag: Diagnosis, *, max_hypotheses: int = 5, verbose: bool = False) -> Reply:
+    """The report as parts (engine/render/chat.py), one per section and one per hypothesis."""
     L = _L.get(diag.lang, _L["en"])
-    out: list[str] = [f"{L['verdict']}: {diag.verdict.upper()}", diag.summary]
+    parts: list[Part] = []
+
+    def part(kind: str, lines: list[str], **kw) -> None:
+        parts.append(Part(kind, [[plain(x)] for x in lines], **kw))
+
+    head = [f"{L['verdict']}: {diag.verdict.upper()}", diag.summary]
     if diag.verdict_basis is not None and diag.verdict_basis.kind != "none":
-        out.append(f"{L['basis']} ({diag.verdict_basis.kind}): {diag.verdict_basis.text}")
+        head.append(f"{L['basis']} ({diag.verdict_basis.kind}): {diag.verdict_basis.text}")
         if diag.verdict_basis.missing:
-            out.append(f"  {L['missing']}: " + "; ".join(diag.verdict_basis.missing))
-    out.append("")
+            head.append(f"  {L['missing']}: " + "; ".join(diag.verdict_basis.missing))
+    part("head", head, essential=True)
     if diag.symptoms:
-        out.append(f"{L['symptoms']}:")
+        lines = [f"{L['symptoms']}:"]
         for s in diag.symptoms:
-            out.append(f"  - {s.title} [{s.id}]")
+            lines.append(f"  - {s.title} [{s.id}]")
             if s.evidence:
-                out.append(f"      {s.evidence[0].text}")
-        out.append("")
-    out.append(f"{L['hyps']}:")
+                lines.append(f"      {s.evidence[0].text}")
+        part("symptoms", lines)
     if not diag.hypotheses:
-        out.append(f"  {L['none']}")
+        part("hypothesis", [f"{L['hyps']}:", f"  {L['none']}"], essential=True)
     for i, h in enumerate(diag.hypotheses[:max_hypotheses], 1):
-        out.append(f"  {i}. {h.title}")
-        out.append(f"     {h.failure_mode}  score {h.score:.2f}  {L['grade']} {grade_label(h.grade, diag.lang)}  "
-                   f"rules {', '.join(r.id for r in h.rules if r.supports)}")
+        lines = [f"{L['hyps']}:"] if i == 1 else []
+        lines.append(f"  {i}. {h.title}")
+        lines.append(f"     {h.failure_mode}  score {h.score:.2f}  {L['grade']} {grade_label(h.grade, diag.lang)}  "
+                     f"rules {', '.join(r.id for r in h.rules if r.supports)}")
         shown = set()
         for e in h.evidence:
             if e.text not in shown:
                 shown.add(e.text)
-                out.append(f"     {L['evidence']}: {e.text}")
+                lines.append(f"     {L['evidence']}: {e.text}")
             if verbose and e.value is not None:
                 exp = f" ({L['expected']} {e.expected})" if e.expected else ""
-                out.append(f"        {e.fact} = {e.value}{exp}")
+                lines.append(f"        {e.fact} = {e.value}{exp}")
         if h.next_steps:
-            out.append(f"     {L['steps']}:")
+            lines.append(f"     {L['steps']}:")
             for st in h.next_steps[: (None if verbose else 4)]:
-                out.append(f"       [{st.cost_label}] {st.action}")
+                lines.append(f"       [{st.cost_label}] {st.action}")
                 if st.command:
-                    out.append(f"           $ {st.command}")
+                    lines.append(f"           $ {st.command}")
         if verbose and h.references:
-            out.append(f"     {L['refs']}: {', '.join(h.references)}")
-        out.append("")
+            lines.append(f"     {L['refs']}: {', '.join(h.references)}")
+        part("hypothesis", lines, essential=i == 1)
     if diag.split_step is not None:
         st = diag.split_step
-        out.append(f"{L['split']}:")
-        out.append(f"  [{st.cost_label}] {st.action}")
+        lines = [f"{L['split']}:", f"  [{st.cost_label}] {st.action}"]
         if st.command:
-            out.append(f"      $ {st.command}")
+            lines.append(f"      $ {st.command}")
         if st.why:
-            out.append(f"      ({st.why})")
-        out.append("")
+            lines.append(f"      ({st.why})")
+        part("split", lines)
     if diag.near_misses and verbose:
-        out.append(f"{L['near']}:")
-        for nm in diag.near_misses[:10]:
-            out.append(f"  - {nm.rule}: {nm.text}")
-        out.append("")
+        part("near", [f"{L['near']}:"] + [f"  - {nm.rule}: {nm.text}" for nm in diag.near_misses[:10]])
     if diag.warnings:
-        out.append(f"{L['warn']}:")
+        lines = [f"{L['warn']}:"]
         for w in diag.warnings:
             where = w.get("path", "")
             if w.get("line"):
                 where += f":{w['line']}"
-            out.append(f"  - {where + ': ' if where else ''}{w['message']}")
-    return "\n".join(out).rstrip() + "\n"
+            lines.append(f"  - {where + ': ' if where else ''}{w['message']}")
+        part("warnings", lines)
+    return Reply(parts, max(0, len(diag.hypotheses) - max_hypotheses) if diag.hypotheses else 0, diag.lang,
+                 f"precdx: {diag.verdict}")
+
+
+def render_reply(reply: Reply, *, max_length: int | None = None, report_url: str | None = None) -> str:
+    parts = fit(reply, TEXT, Cap(max_length) if max_length else None, report_url)
+    return TEXT.join(parts).rstrip() + "\n"
+
+
+def render_text(diag: Diagnosis, *, max_hypotheses: int = 5, verbose: bool = False, max_length: int | None = None,
+                report_url: str | None = None) -> str:
+    """The plain-text report; `max_length` caps it (characters, cut at hypothesis boundaries),
+    `report_url` ends it with a link to the full report."""
+    reply = text_reply(diag, max_hypotheses=max_hypotheses, verbose=verbose)
+    if max_length is None and report_url is None:
+        reply.hypotheses_left_out = 0  # the terminal report has always shown the top ones without a footer
+    return render_reply(reply, max_length=max_length, report_url=report_url)

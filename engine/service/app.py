@@ -1,8 +1,8 @@
 """The FastAPI application and `serve()`: settings, the session store and the job pool on
 `app.state`, the request guard (engine/service/limits.py: rate limit, token, body size and read
 time, JSON depth), JSON errors and the routers of engine/service/routes/ (health and catalogues,
-diagnose, sessions). Routes stay thin: they parse the request, hand the work to the job pool and
-render the result as JSON or chat-ready markdown. Every error is JSON `{error, detail}` with one
+diagnose, sessions, reports, docs). Routes stay thin: they parse the request, hand the work to the
+job pool and answer as JSON, a chat message or an HTML report. Every error is JSON `{error, detail}` with one
 code per condition (the README's service section lists them); bad input never yields a 500.
 
 `serve()` refuses a non-loopback address without a token (unless `insecure`), reads the token
@@ -30,8 +30,9 @@ from engine.errors import PrecdxError
 from engine.service.errors import ServiceError
 from engine.service.jobs import JobRunner
 from engine.service.limits import RequestGuard
-from engine.service.models import DiagnoseRequest, ErrorOut
-from engine.service.routes import diagnose, meta, sessions
+from engine.service.models import REQUEST_BODIES, ErrorOut
+from engine.service.reports import ReportStore
+from engine.service.routes import diagnose, docs, meta, reports, sessions
 from engine.service.routes.diagnose import diagnose_job  # noqa: F401 (the job POST /v1/diagnose runs)
 from engine.service.settings import Settings
 from engine.service.store import SessionStore
@@ -69,11 +70,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         store.close()
 
     app = FastAPI(title="precdx", version=__version__, lifespan=lifespan, dependencies=[Depends(_known_query)],
+                  docs_url=None, redoc_url=None,  # engine/service/routes/docs.py: no CDN
                   responses={422: {"model": ErrorOut, "description": "Invalid request or facts"}},
                   description="Diagnose accuracy problems in large-model training: facts or run folders in, "
                               "ranked hypotheses out; chat sessions that ask for the next best evidence.")
     app.state.settings = settings
     app.state.store = store
+    app.state.reports = ReportStore(store, ttl=settings.report_ttl, max_reports=settings.max_reports)
     app.state.runner = runner
     app.state.diagnose_job = diagnose_job  # looked up here, so a test may replace it on this module
     app.state.coverage = {}
@@ -91,6 +94,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     v1.include_router(sessions.router)
     app.include_router(meta.health)
     app.include_router(v1)
+    app.include_router(reports.router)  # the link of a chat reply opens in a browser: no token
+    if settings.docs == "on":
+        app.include_router(docs.router)
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
@@ -184,28 +190,13 @@ def _openapi(app: FastAPI) -> dict:
     if app.openapi_schema:
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-    body = DiagnoseRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+    # the bodies the routes read themselves (JSON, multipart or an archive; their requestBody is
+    # declared on the route), with the typed facts they reference
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    components.update(body.pop("$defs", {}))
-    components["DiagnoseRequest"] = body
-    binary = {"schema": {"type": "string", "format": "binary"}}
-    schema["paths"]["/v1/diagnose"]["post"]["requestBody"] = {
-        "required": True,
-        "content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/DiagnoseRequest"}},
-            "multipart/form-data": {"schema": {
-                "type": "object",
-                "properties": {
-                    "archive": {"type": "string", "format": "binary",
-                                "description": "zip or tar(.gz/.bz2/.xz) of a case: baseline/, target/, ..."},
-                    "facts": {"type": "string", "description": "JSON: a list of facts, or {facts, answers}"},
-                },
-            }},
-            "application/zip": binary,
-            "application/gzip": binary,
-            "application/x-tar": binary,
-        },
-    }
+    for name, model in REQUEST_BODIES.items():
+        body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(body.pop("$defs", {}))
+        components[name] = body
     app.openapi_schema = schema
     return schema
 

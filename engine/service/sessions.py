@@ -4,16 +4,19 @@ stored session; the HTTP layer only calls them."""
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from engine.diagnosis import Diagnosis, diagnose
 from engine.facts import Fact, FactSet, parse_fact
 from engine.planner.answers import answer_to_fact
 from engine.planner.nextbest import dominant, plan
 from engine.service.errors import ServiceError
-from engine.service.models import Answer, NextOut, SessionState
+from engine.service.models import Answer, NextOut, SessionState, UploadOut
 from engine.service.settings import Settings
 from engine.service.store import Session
+
+if TYPE_CHECKING:
+    from engine.render.chat import Reply
 
 SUGGESTIONS = 5
 ECHO_FIELD_CHARS = 200   # fields of an omitted fact kept in its stub
@@ -88,23 +91,40 @@ def answers_to_facts(answers: Iterable[Answer], *, source: str) -> tuple[list[Fa
     return facts, skipped
 
 
-def apply_turn(session: Session, facts: list[Fact], answers: list[Answer], *, max_facts: int) -> None:
+def apply_turn(session: Session, facts: list[Fact], answers: list[Answer], *, max_facts: int,
+               collected: Iterable[Fact] = ()) -> int:
     """Add a turn to the session. An answer (or an observation fact) replaces an earlier answer
     to the same question; a skip withdraws it and keeps the question from being asked again.
-    Other facts that contradict stored ones are an error (422), and nothing is changed."""
+    `collected` facts (from an uploaded archive) replace stored facts about the same thing (a
+    newer measurement); other facts that contradict stored ones are an error (422), and nothing
+    is changed. Returns how many stored facts the collected ones changed."""
     answered, skipped_now = answers_to_facts(answers, source="chat")
     new = list(facts) + answered
+    collected = list(collected)
+    remeasured: dict[tuple, list[dict]] = {}
+    for f in collected:
+        remeasured.setdefault(f.key(), []).append(_content(f))
     replaced = {f.name for f in new if f.type == "observation"} | set(skipped_now)
     kept = [parse_fact(d, where="session") for d in session.facts]
     kept = [f for f in kept if not (f.type == "observation" and f.name in replaced)]
+    changed = sum(1 for f in kept if f.key() in remeasured and _content(f) not in remeasured[f.key()])
+    kept = [f for f in kept if f.key() not in remeasured]
     merged = FactSet(kept)
-    for i, fact in enumerate(new):
+    for fact in [*collected, *new]:
         merged.add(fact)
     if len(merged) > max_facts:
         raise ServiceError(413, "too_many_facts", f"the session would hold {len(merged)} facts (limit {max_facts})")
     session.facts = merged.to_json()
     answered_names = {f.name for f in new if f.type == "observation"}
     session.skipped = [q for q in dict.fromkeys([*session.skipped, *skipped_now]) if q not in answered_names]
+    return changed
+
+
+def _content(fact: Fact) -> dict:
+    """What a fact says, without where it was read from."""
+    data = fact.to_json()
+    data.pop("source", None)
+    return data
 
 
 def _plan(session: Session, settings: Settings):
@@ -117,16 +137,17 @@ def _plan(session: Session, settings: Settings):
     return facts, diag, suggestions[:SUGGESTIONS], top, question
 
 
-def session_state(session: Session, settings: Settings) -> SessionState:
+def session_state(session: Session, settings: Settings, upload: UploadOut | None = None) -> SessionState:
     """The session as answered: its facts and its diagnosis's facts are each repeated within the
-    echo budget (settings.max_echo_bytes), and the diagnosis's warnings say what was left out."""
+    echo budget (settings.max_echo_bytes), and the diagnosis's warnings say what was left out;
+    `upload`: what an archive uploaded in this turn gave."""
     facts, diag, suggestions, top, question = _plan(session, settings)
     echoed, _, _ = echo_facts(facts.to_json(), settings.max_echo_bytes)
     return SessionState(
         session_id=session.id, lang=session.lang, turns=session.turns, created=session.created,
         updated=session.updated, expires_at=session.expires, facts=echoed, skipped=session.skipped,
         dominant=top.failure_mode if top else None, next_question=None if top else question,
-        suggestions=[] if top else suggestions, diagnosis=limit_echo(diag, settings.max_echo_bytes))
+        suggestions=[] if top else suggestions, diagnosis=limit_echo(diag, settings.max_echo_bytes), upload=upload)
 
 
 def session_next(session: Session, settings: Settings) -> NextOut:
@@ -135,26 +156,43 @@ def session_next(session: Session, settings: Settings) -> NextOut:
                    next_question=None if top else question, suggestions=[] if top else suggestions)
 
 
-def state_markdown(state: SessionState) -> str:
-    """The session for a chat message: the ranking, then what to ask or do next."""
-    from engine.render.markdown import render_markdown
+def state_reply(state: SessionState, fmt: str) -> Reply:
+    """The session for a chat message: the diagnosis (ranking, splitting step), then what the
+    upload of this turn gave, what to ask or do next, and the session's id."""
+    from engine.render.chat import BULLET, Part, bold, code, diagnosis_reply, italic, plain
+    from engine.render.text import text_reply
 
     zh = state.lang == "zh"
-    out = [render_markdown(state.diagnosis).rstrip(), ""]
+    reply = text_reply(state.diagnosis) if fmt == "text" else diagnosis_reply(state.diagnosis)
+    extra: list[Part] = []
+    if state.upload is not None:
+        u = state.upload
+        text = (f" 收集到 {u.facts} 条事实，更新 {u.replaced} 条，{len(u.warnings)} 条警告" if zh
+                else f" {u.facts} facts collected, {u.replaced} updated, {len(u.warnings)} warning(s)")
+        extra.append(Part("session", [[bold("📦 上传的归档：" if zh else "📦 Archive:"), plain(text)]]))
     if state.dominant:
-        out.append(f"**已确定：** `{state.dominant}`" if zh else f"**Settled:** `{state.dominant}` dominates.")
+        line = ([bold("已确定："), plain(" "), code(state.dominant)] if zh
+                else [bold("Settled:"), plain(" "), code(state.dominant), plain(" dominates.")])
+        extra.append(Part("session", [line], essential=True))
     elif state.next_question:
         q = state.next_question
         how = ("数值/skip" if zh else "a number or skip") if q.answer == "number" else ("是/否/skip" if zh else "yes/no/skip")
-        out.append((f"**下一个问题**（`{q.id}`，{q.cost_label}）：{q.text} — 请回答 {how}" if zh
-                    else f"**Next question** (`{q.id}`, {q.cost_label}): {q.text} — answer {how}"))
+        line = ([bold("下一个问题"), plain("（"), code(q.id), plain(f"，{q.cost_label}）：{q.text} — 请回答 {how}")] if zh
+                else [bold("Next question"), plain(" ("), code(q.id), plain(f", {q.cost_label}): {q.text} — answer {how}")])
+        extra.append(Part("session", [line], essential=True))
     others = [s for s in state.suggestions if s.kind != "question"][:3]
     if others:
-        out.append("")
-        out.append("**还值得做：**" if zh else "**Also worth doing:**")
+        lines = [[bold("还值得做：" if zh else "Also worth doing:")]]
         for s in others:
-            cmd = f" — `{s.command}`" if s.command else ""
-            out.append(f"- *{s.cost_label}*: {s.text}{cmd}")
-    out.append("")
-    out.append(f"_session `{state.session_id}` · {len(state.facts)} facts · turn {state.turns}_")
-    return "\n".join(out).rstrip() + "\n"
+            line = [BULLET, italic(s.cost_label), plain(f": {s.text}")]
+            if s.command:
+                line += [plain(" — "), code(s.command)]
+            lines.append(line)
+        extra.append(Part("session", lines))
+    extra.append(Part("session", [[italic("session" if not zh else "会话"), plain(" "), code(state.session_id),
+                                   plain(f" · {len(state.facts)} facts · turn {state.turns}" if not zh
+                                         else f" · {len(state.facts)} 条事实 · 第 {state.turns} 轮")]]))
+    # after the ranking and the splitting step, before the warnings
+    at = next((i for i, p in enumerate(reply.parts) if p.kind == "warnings"), len(reply.parts))
+    reply.parts[at:at] = extra
+    return reply

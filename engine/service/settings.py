@@ -52,6 +52,13 @@ class Settings:
     request_timeout: float = _s("PRECDX_REQUEST_TIMEOUT", "seconds for one diagnosis, unpacking included "
                                 "(408 timeout)", 120.0)
     max_jobs: int = _s("PRECDX_MAX_JOBS", "diagnoses running at once per worker process", 4)
+    # chat replies link the full HTML report at <public_url>/v1/reports/<id>.html
+    public_url: str | None = _s("PRECDX_PUBLIC_URL", "base URL of the links to full reports in chat replies "
+                                "(default: the URL the request came to)", None)
+    report_ttl: float = _s("PRECDX_REPORT_TTL", "seconds a full report behind a chat reply's link is kept (0: none "
+                           "kept, no links)", 7 * 24 * 3600.0)
+    max_reports: int = _s("PRECDX_MAX_REPORTS", "full reports kept at most (the oldest go first)", 10_000)
+    docs: str = _s("PRECDX_DOCS", "on: the API pages /docs and /redoc, served without a CDN; off: none", "on")
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -59,9 +66,11 @@ class Settings:
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
                 raise PrecdxError(f"{f.metadata['env']}={value} must not be negative")
         for name in ("max_request_bytes", "max_fact_bytes", "max_session_bytes", "max_sessions", "max_json_depth",
-                     "body_timeout", "request_timeout", "max_jobs"):
+                     "body_timeout", "request_timeout", "max_jobs", "max_reports"):
             if getattr(self, name) <= 0:
                 raise PrecdxError(f"{_env_of(name)}={getattr(self, name)} must be positive")
+        if self.docs not in ("on", "off"):
+            raise PrecdxError(f"PRECDX_DOCS={self.docs!r}: use on or off")
         if self.rate_limit > 0 and self.rate_burst < 1:
             raise PrecdxError(f"PRECDX_RATE_BURST={self.rate_burst} must be at least 1 when PRECDX_RATE_LIMIT is set")
 

@@ -322,6 +322,11 @@ class SessionStore:
         with self._db.transaction(write=False) as run:
             return int(run("SELECT COUNT(*) FROM precdx_sessions WHERE expires > ?", (time.time(),))[0][0])
 
+    @property
+    def database(self):
+        """The backend (its `transaction(write)`), for other tables of the same database (reports)."""
+        return self._db
+
     def ping(self) -> None:
         with self._db.transaction(write=False) as run:
             run("SELECT 1")

@@ -3,11 +3,12 @@ operation is served by the router module that owns it, and a wrong method names 
 ones in `Allow`, also for routes of included routers."""
 from __future__ import annotations
 
-from engine.service.routes import diagnose, meta, sessions
+from engine.service.routes import diagnose, meta, reports, sessions
 
 OWNERS = {
     ("GET", "/healthz"): meta, ("GET", "/v1/failure-modes"): meta, ("GET", "/v1/rules"): meta,
-    ("GET", "/v1/questions"): meta, ("GET", "/v1/coverage"): meta, ("POST", "/v1/diagnose"): diagnose,
+    ("GET", "/v1/questions"): meta, ("GET", "/v1/coverage"): meta, ("GET", "/v1/vocabulary"): meta,
+    ("POST", "/v1/diagnose"): diagnose, ("GET", "/v1/reports/{report_id}.html"): reports,
     ("POST", "/v1/sessions"): sessions, ("GET", "/v1/sessions/{session_id}"): sessions,
     ("POST", "/v1/sessions/{session_id}/turns"): sessions, ("GET", "/v1/sessions/{session_id}/next"): sessions,
     ("DELETE", "/v1/sessions/{session_id}"): sessions,

@@ -1,20 +1,30 @@
-"""What the routers share: the app's settings, session store and job pool (read from
-`app.state`, set by engine.service.app.create_app), responses as JSON or chat-ready markdown,
-and the documented error responses."""
+"""What the routers share: the app's settings, session store, report store and job pool (read
+from `app.state`, set by engine.service.app.create_app), responses as JSON, the documented
+responses of an operation that answers in any format, and the documented error responses."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Union
 
 from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from engine.service.jobs import JobRunner
-from engine.service.models import ErrorOut
+from engine.service.models import ErrorOut, LarkMessage, SlackMessage
+from engine.service.reports import ReportStore
 from engine.service.settings import Settings
 from engine.service.store import SessionStore
 
-ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 408, 413, 415, 422, 503)}
-MARKDOWN = {"text/markdown": {"schema": {"type": "string"}}}
+# 429: rate_limited (any operation, when PRECDX_RATE_LIMIT is set) and too_many_sessions
+ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 408, 413, 415, 422, 429, 503)}
+TEXTS = {media: {"schema": {"type": "string"}} for media in ("text/markdown", "text/plain", "text/html")}
+
+
+def reply_responses(model: Any, status: int = 200) -> dict:
+    """An operation answering in any `format`: the object (json) or a chat payload (slack, lark)
+    as JSON, a chat message as markdown or plain text, the full report as HTML."""
+    return {status: {"model": Union[model, SlackMessage, LarkMessage], "content": TEXTS,
+                     "description": "format=json: the object; slack / lark: the message payload; markdown / "
+                                    "text: the chat message; html: the full report"}}
 
 
 def _settings(request: Request) -> Settings:
@@ -29,14 +39,15 @@ def _runner(request: Request) -> JobRunner:
     return request.app.state.runner
 
 
+def _reports(request: Request) -> ReportStore:
+    return request.app.state.reports
+
+
 AppSettings = Annotated[Settings, Depends(_settings)]
 Store = Annotated[SessionStore, Depends(_store)]
 Runner = Annotated[JobRunner, Depends(_runner)]
+Reports = Annotated[ReportStore, Depends(_reports)]
 
 
 def json_response(model, status: int = 200) -> Response:
     return Response(model.model_dump_json(), status_code=status, media_type="application/json")
-
-
-def markdown(text: str, status: int = 200) -> Response:
-    return Response(text, status_code=status, media_type="text/markdown; charset=utf-8")

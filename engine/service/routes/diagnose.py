@@ -1,155 +1,91 @@
-"""`POST /v1/diagnose`: facts and answers as JSON, an uploaded zip / tar of run folders, or both
-(multipart); the diagnosis as JSON or chat-ready markdown. The work runs in the job pool through
-`diagnose_job` (engine.api.diagnose_case on the unpacked upload)."""
+"""`POST /v1/diagnose`: facts and answers as JSON (the output of `precdx facts --format json`
+as it is), an uploaded zip / tar of run folders, or both (multipart); the diagnosis as JSON,
+as the full HTML report, or as a chat message (markdown, text, slack, lark) that links the full
+report. The work runs in the job pool through `diagnose_job` (engine.api.diagnose_case on the
+unpacked upload)."""
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
-from pathlib import Path
+from contextlib import nullcontext
 from typing import BinaryIO
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
-from pydantic import ValidationError
 
 from engine.diagnosis import Diagnosis
 from engine.errors import Warnings
 from engine.service.errors import ServiceError
-from engine.service.limits import check_json_depth
-from engine.service.models import DiagnoseRequest, Format, Lang
-from engine.service.routes.common import ERRORS, MARKDOWN, AppSettings, Runner, json_response, markdown
+from engine.service.models import DiagnoseRequest, Format, Lang, MaxLength
+from engine.service.reports import ReportStore, new_id
+from engine.service.routes.chat import Answer, languages, reply_of, respond, store_report, wants_report
+from engine.service.routes.common import ERRORS, AppSettings, Reports, Runner, reply_responses
+from engine.service.routes.uploads import read_upload, unpacked
 from engine.service.settings import Settings
-
-ARCHIVE_TYPES = ("application/zip", "application/x-zip-compressed", "application/x-tar", "application/gzip",
-                 "application/x-gzip", "application/x-bzip2", "application/x-xz", "application/octet-stream")
 
 router = APIRouter()
 
 
 # ---------------------------------------------------------------- the work done in the pool
 def diagnose_job(settings: Settings, request: DiagnoseRequest, archive: BinaryIO | None, lang: str,
-                 deadline: float) -> Diagnosis:
+                 deadline: float, fmt: str = "json", reports: ReportStore | None = None) -> Answer:
     from engine.api import diagnose_case
-    from engine.service.archive import Limits, case_root, extract
-    from engine.service.sessions import answers_to_facts, parse_facts
+    from engine.diagnosis import diagnose
+    from engine.service.sessions import answers_to_facts, limit_echo, parse_facts
 
     warnings = Warnings()
+    for w in request.warnings:  # the collection that made the facts (precdx facts --format json)
+        warnings.add(w.message, path=w.path, line=w.line, source=w.source)
     given = parse_facts(request.facts, max_facts=settings.max_facts, max_fact_bytes=settings.max_fact_bytes)
     answered, _ = answers_to_facts(request.answers, source="request")
     if archive is None and not given and not answered:
         raise ServiceError(400, "nothing_to_diagnose", "give facts, answers or an archive of run folders")
-    root = None
-    tmp = None
-    try:
-        if archive is not None:
-            tmp = tempfile.mkdtemp(prefix="precdx-upload-")
-            extract(archive, Path(tmp), Limits(settings.max_extracted_bytes, settings.max_archive_files, deadline))
-            root = str(case_root(Path(tmp)))
-        diag = diagnose_case(root, facts=[*given, *answered], engine=settings.engine, lang=lang,
-                             rules_path=settings.rules_path, warnings=warnings).diagnosis
-    finally:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return _without_upload_paths(diag, tmp, root) if tmp and root else diag
-
-
-def _without_upload_paths(diag: Diagnosis, tmp: str, root: str) -> Diagnosis:
-    """Paths inside an upload's temporary folder are reported relative to the case (facts,
-    evidence, warnings and texts alike); the server's folders never reach the client."""
-    text = diag.model_dump_json()
-    for prefix, repl in ((root.rstrip("/") + "/", ""), (tmp.rstrip("/") + "/", ""), (tmp, "<upload>")):
-        text = text.replace(json.dumps(prefix)[1:-1], repl)
-    return Diagnosis.model_validate_json(text)
+    report = reports is not None and wants_report(fmt, reports)
+    with unpacked(archive, settings, deadline) if archive is not None else nullcontext() as up:
+        result = diagnose_case(**(up.inputs() if up else {}), facts=[*given, *answered], engine=settings.engine,
+                               lang=lang, rules_path=settings.rules_path, warnings=warnings, series=report)
+        if up:
+            up.require_recognised(result.case)
+        diags = [result.diagnosis]
+        for other in languages(fmt, lang)[1:]:
+            carried = Warnings()
+            carried.extend(warnings)
+            diags.append(diagnose(result.facts, engine=settings.engine, lang=other, rules_path=settings.rules_path,
+                                  warnings=carried))
+        if up:  # paths inside the upload are reported relative to the case
+            diags = [Diagnosis.model_validate_json(up.relative(d.model_dump_json())) for d in diags]
+        diags[0] = limit_echo(diags[0], settings.max_echo_bytes)  # a huge fact is not sent back whole
+        html = None
+        if report:
+            from engine.render.html import render_html
+            html = render_html(diags[0], series=result.series)
+    answer = Answer(diags[0], [reply_of(d, fmt) for d in diags] if fmt not in ("json", "html") else [], html)
+    if html is not None and fmt != "html":
+        answer.report_id = new_id()
+        store_report(reports, answer.report_id, lambda: html)
+    return answer
 
 
 # ---------------------------------------------------------------- the route
 @router.post("/diagnose", tags=["diagnose"], response_model=None,
-             responses={200: {"model": Diagnosis, "content": MARKDOWN}, **ERRORS},
-             summary="Diagnose facts and/or an uploaded zip or tar of run folders")
-async def post_diagnose(request: Request, settings: AppSettings, runner: Runner,
-                        fmt: Format = Query("json", alias="format"), lang: Lang = "en") -> Response:
+             responses={**reply_responses(Diagnosis), **ERRORS},
+             summary="Diagnose facts and/or an uploaded zip or tar of run folders",
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/json": {"schema": {"$ref": "#/components/schemas/DiagnoseRequest"}},
+                 "multipart/form-data": {"schema": {"type": "object", "properties": {
+                     "archive": {"type": "string", "format": "binary",
+                                 "description": "zip or tar(.gz/.bz2/.xz) of a case: baseline/, target/, ..."},
+                     "facts": {"type": "string", "description": "JSON: a list of facts, or {facts, answers}"}}}},
+                 **{t: {"schema": {"type": "string", "format": "binary"}}
+                    for t in ("application/zip", "application/gzip", "application/x-tar")},
+             }}})
+async def post_diagnose(request: Request, settings: AppSettings, runner: Runner, reports: Reports,
+                        fmt: Format = Query("json", alias="format"), lang: Lang = "en",
+                        max_length: MaxLength = None) -> Response:
     deadline = runner.deadline()
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    archive: BinaryIO | None = None
-    form = None
-    job = request.app.state.diagnose_job
+    upload = await read_upload(request, settings, DiagnoseRequest)
     try:
-        if ctype == "application/json" or ctype.endswith("+json"):
-            body = parse_body(DiagnoseRequest, await request.body())
-        elif ctype in ("multipart/form-data", "application/x-www-form-urlencoded"):
-            body, archive, form = await _read_form(request, settings)
-        elif ctype in ARCHIVE_TYPES:
-            body = DiagnoseRequest()
-            archive = await _spool(request)
-        else:
-            raise ServiceError(415, "unsupported_media_type",
-                               "send JSON facts, multipart/form-data (archive, facts) or a zip/tar body")
-        diag = await runner.run(job, settings, body, archive, lang, deadline, deadline=deadline)
-        from engine.service.sessions import limit_echo
-        diag = limit_echo(diag, settings.max_echo_bytes)  # a huge fact is not sent back whole
+        job = request.app.state.diagnose_job
+        answer = await runner.run(job, settings, upload.body, upload.archive, lang, deadline, fmt, reports,
+                                  deadline=deadline)
     finally:
-        if archive is not None and form is None:
-            archive.close()
-        if form is not None:
-            await form.close()
-    if fmt == "markdown":
-        from engine.render.markdown import render_markdown
-        return markdown(render_markdown(diag))
-    return json_response(diag)
-
-
-# ---------------------------------------------------------------- request parsing
-def parse_body(model, raw: bytes):
-    try:
-        payload = json.loads(raw.decode("utf-8")) if raw.strip() else {}
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ServiceError(400, "invalid_json", f"the body is not JSON: {exc}") from None
-    if isinstance(payload, list):  # a bare list of facts is fine too
-        payload = {"facts": payload}
-    try:
-        return model.model_validate(payload)
-    except ValidationError as exc:
-        parts = [".".join(str(x) for x in e["loc"]) + f": {e['msg']}" for e in exc.errors()[:5]]
-        raise ServiceError(422, "invalid_request", "; ".join(parts)) from None
-
-
-async def _read_form(request: Request, settings: Settings):
-    from starlette.datastructures import UploadFile
-    from starlette.formparsers import MultiPartException
-
-    try:
-        form = await request.form(max_files=1, max_fields=2, max_part_size=settings.max_request_bytes)
-    except MultiPartException as exc:
-        raise ServiceError(400, "bad_multipart", exc.message) from None
-    except (ValueError, KeyError, AssertionError) as exc:
-        raise ServiceError(400, "bad_multipart", f"the multipart body could not be parsed: {exc}") from None
-    try:
-        unknown = sorted(set(form.keys()) - {"archive", "facts"})
-        if unknown:
-            raise ServiceError(400, "bad_multipart", f"unknown form field(s) {unknown}: use 'archive' and 'facts'")
-        archive = form.get("archive")
-        if archive is not None and not isinstance(archive, UploadFile):
-            raise ServiceError(400, "bad_multipart", "'archive' must be a file upload")
-        facts = form.get("facts")
-        if isinstance(facts, UploadFile):
-            facts = await facts.read()
-        if facts:
-            check_json_depth(facts, settings.max_json_depth)
-        body = parse_body(DiagnoseRequest, facts.encode() if isinstance(facts, str) else (facts or b""))
-        return body, (archive.file if archive is not None else None), form
-    except BaseException:
-        await form.close()
-        raise
-
-
-async def _spool(request: Request) -> BinaryIO:
-    spool = tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024)
-    try:
-        async for chunk in request.stream():
-            spool.write(chunk)
-    except BaseException:
-        spool.close()
-        raise
-    spool.seek(0)
-    return spool
+        await upload.close()
+    return respond(request, settings, fmt, answer, max_length=max_length)

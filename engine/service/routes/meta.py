@@ -1,5 +1,5 @@
 """Health and catalogues: `GET /healthz` (at the root, never behind the token) and, under /v1,
-the failure modes, rules, questions and the coverage audit."""
+the vocabulary, the failure modes, rules, questions and the coverage audit."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from engine import __version__
 from engine.service.errors import ServiceError
-from engine.service.models import ErrorOut, FailureModeOut, Health, Lang, QuestionOut, RuleOut
+from engine.service.models import ErrorOut, FailureModeOut, Health, Lang, QuestionOut, RuleOut, VocabularyOut
 from engine.service.routes.common import AppSettings, Runner, Store, json_response
 
 health = APIRouter()
@@ -25,6 +25,26 @@ async def healthz(settings: AppSettings, store: Store, runner: Runner) -> Respon
             raise
         raise ServiceError(503, "store_unavailable", f"session store unavailable: {type(exc).__name__}") from None
     return json_response(Health(status="ok", version=__version__, store=store.backend, engine=settings.engine))
+
+
+@catalogue.get("/vocabulary", response_model=VocabularyOut, tags=["catalogue"], response_model_exclude_unset=True,
+               summary="Fact types and their fields, roles, cost classes, failure modes, formats, languages")
+async def vocabulary() -> Any:
+    from typing import get_args
+
+    from engine import vocabulary as v
+    from engine.facts.describe import vocabulary_json
+    from engine.modes import mode_catalog
+    from engine.service.models import Format
+
+    modes = sorted(mode_catalog().values(), key=lambda m: m.id)
+    return VocabularyOut(
+        fact_types=vocabulary_json(), roles=list(v.ROLES),
+        costs=[{"id": c, "en": v.COST_LABELS[c], "zh": v.COST_LABELS_ZH[c]} for c in v.COST_CLASSES],
+        failure_modes=[{"id": m.id, "area": m.area, "verdict": m.verdict, "title_en": m.title("en"),
+                        "title_zh": m.title("zh")} for m in modes],
+        formats=list(get_args(Format)), languages=list(v.LANGS), devices=list(v.DEVICES), areas=list(v.AREAS),
+        question_kinds=list(get_args(QuestionOut.model_fields["kind"].annotation)))
 
 
 @catalogue.get("/failure-modes", response_model=list[FailureModeOut], tags=["catalogue"])
