@@ -574,15 +574,83 @@ class SeriesBuilder:
         self.bad_steps = 0  # train records dropped for an impossible step number
         self._pending: dict[str, list[Record]] = {}  # step-less records before any progress counter
         self._dated: set[str] = set()                # frameworks whose records got a counter
+        # Records found in columns by the vectorised reader, not yet added (see `queue`).
+        self._queue: dict[str, list] = {}  # framework -> [Rows, index of the first row not added]
+        self._at = 0          # line of the item being added (its place in the stream)
+        self._last_line = 0   # line of the record that set _last_step
 
-    def add(self, item: Record | Event) -> None:
+    def queue(self, rows: Rows) -> None:
+        """Train records of one framework found in columns, in line order, later in the stream
+        than everything added so far. They are added lazily, as they would have been one by one:
+        before a later record of the same framework, and all at `settle()`; an event in between
+        still takes the step logged just before its line. Items added meanwhile pass their line
+        (`add(item, at=line)`); an item without one settles the queue first."""
+        step = rows.step
+        sane = np.abs(step) <= MAX_STEP if step.dtype.kind in "iu" else np.isfinite(step) & (np.abs(step) <= MAX_STEP)
+        if not sane.all():
+            self.bad_steps += int(np.count_nonzero(~sane))
+            rows = rows.part(sane)
+        if not len(rows):
+            return
+        if rows.framework in self._queue:
+            self._flush_queue(rows.framework)
+        self._queue[rows.framework] = [rows, 0]
+
+    def settle(self) -> None:
+        """Add every queued record."""
+        for fw in sorted(self._queue, key=lambda f: int(self._queue[f][0].line[self._queue[f][1]])):
+            self._flush_queue(fw)
+
+    def _flush_queue(self, fw: str, before: int | None = None) -> None:
+        """Add the queued records of `fw` (those on lines before `before`, else all)."""
+        rows, cur = self._queue[fw]
+        end = len(rows) if before is None else int(np.searchsorted(rows.line, before))
+        if end > cur:
+            self._new_cols_before(int(rows.line[cur]))
+            cols = self._cols.get(fw)
+            if cols is None:
+                cols = self._cols[fw] = _Columns(fw)
+            cols.extend(rows.part(slice(cur, end)))
+            self._ordinal[fw] = self._ordinal.get(fw, 0) + end - cur
+            last = int(rows.line[end - 1])
+            if last > self._last_line:
+                self._last_line, self._last_step = last, cols.last_step
+        if end >= len(rows):
+            del self._queue[fw]
+        else:
+            self._queue[fw][1] = end
+
+    def _new_cols_before(self, line: int) -> None:
+        """Frameworks keep the order of their first record (it breaks ties in `primary`): create
+        the columns of queued frameworks whose first record comes before `line`."""
+        for fw in sorted((f for f in self._queue if f not in self._cols), key=lambda f: int(self._queue[f][0].line[0])):
+            if int(self._queue[fw][0].line[0]) < line:
+                self._cols[fw] = _Columns(fw)
+
+    def _step_before(self, line: int) -> int | None:
+        """The step of the last record before `line`, queued records included."""
+        best_line, best = self._last_line, self._last_step
+        for rows, cur in self._queue.values():
+            k = int(np.searchsorted(rows.line, line)) - 1
+            if k >= cur and int(rows.line[k]) > best_line:
+                best_line, best = int(rows.line[k]), int(np.trunc(rows.step[k]))
+        return best
+
+    def add(self, item: Record | Event, at: int | None = None) -> None:
+        if self._queue:
+            if at is None:
+                self.settle()
+            elif isinstance(item, Record) and item.kind == "train" and item.framework in self._queue:
+                self._flush_queue(item.framework, at)
+        self._at = at if at is not None else self._last_line
         if isinstance(item, Event):
             if item.kind == "rerun_unexpected_result" and item.step is not None:
                 self._rerun_step = item.step
             if item.step is None and item.kind.startswith("rerun_") and self._rerun_step is not None:
                 item.step = self._rerun_step  # verdict lines belong to the iteration being re-run
             if item.step is None and item.kind != "checkpoint_load":
-                item.step = self._last_step  # the step logged just before the line
+                # the step logged just before the line
+                item.step = self._step_before(at) if self._queue and at is not None else self._last_step
             self.event_counts[item.kind] = self.event_counts.get(item.kind, 0) + 1
             if len(self.events) < MAX_EVENTS:
                 self.events.append(item)
@@ -616,14 +684,18 @@ class SeriesBuilder:
     def _add_train(self, item: Record) -> None:
         cols = self._cols.get(item.framework)
         if cols is None:
+            if self._queue:
+                self._new_cols_before(self._at)
             cols = self._cols[item.framework] = _Columns(item.framework)
         n = self._ordinal.get(item.framework, 0) + 1
         self._ordinal[item.framework] = n
         cols.add(item, n)
         self._last_step = cols.last_step
+        self._last_line = max(self._last_line, self._at)
 
     def flush_pending(self) -> None:
         """Step-less records no counter ever dated keep their line order (1, 2, ...)."""
+        self.settle()
         pending, self._pending = self._pending, {}
         for recs in pending.values():
             for rec in recs:
@@ -642,6 +714,7 @@ class SeriesBuilder:
                                               k == "hf_trainer_state"))
 
     def build(self, framework: str | None = None) -> StepSeries | None:
+        self.settle()
         framework = framework or self.primary()
         if framework is None:
             return None
