@@ -24,6 +24,11 @@ regex requires no literal and has no `contains`), or when pyarrow is missing.
 from __future__ import annotations
 
 import math
+import os
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +56,13 @@ _FIELDS = {"lm loss": "loss", "learning rate": "lr", "loss scale": "loss_scale",
            "global batch size": "global_batch_size", "consumed samples": "consumed_samples",
            "consumed tokens": "consumed_tokens"}
 _VALUE_CHARS = set(b" 0123456789+-.eE")  # what a finite value the bulk cast takes (and its padding) holds
-_POW10 = 10 ** np.arange(19, dtype=np.int64)
+_POW10F = 10.0 ** np.arange(1, 17)  # a whole number below 2^53 has 1 + (powers <= it) digits
+# What the Megatron parser reads when not mid-record: an iteration header or a validation line
+# (the byte patterns of `HEADER` / `VALIDATION`, widened so that every line Python's Unicode \s
+# and \d match is found: any non-ASCII byte counts as both).
+_S = r"(?:[\t-\r\x1c-\x1f ]|[\x80-\xff])"
+_D = r"(?:[0-9]|[\x80-\xff])"
+_MEGATRON_LINE = f"iteration{_S}+{_D}+{_S}*/{_S}*{_D}+{_S}*\\||validation loss at iteration"
 _STRICT_NUM = r"^[+-]?(?:[0-9]+\.?[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)$"
 
 
@@ -75,6 +86,33 @@ def read_into(path: Path, stats: ReadStats, builder, parsers: list[LineParser] |
         _Reader(plan, stats, builder).run(fh, block)
 
 
+def _threads() -> int:
+    """Scan threads: `PRECDX_LOG_THREADS` when set, else up to 2 (the CPU count permitting);
+    more add little, the parsers' state being fed on one thread."""
+    raw = os.environ.get("PRECDX_LOG_THREADS")
+    try:
+        if raw:
+            return max(1, int(raw))
+    except ValueError:
+        pass
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def _result(task):
+    return task.result() if isinstance(task, Future) else task
+
+
+@dataclass
+class _Scan:
+    body: bytes
+    starts: np.ndarray     # line starts (block offsets)
+    nl: np.ndarray         # line ends (the newline)
+    rows: "Rows | None"    # Megatron rows read in columns (line = index in the block)
+    row_idx: np.ndarray
+    fast: np.ndarray       # per line: read in columns
+    residual: np.ndarray   # other lines holding a trigger
+
+
 def _escape(literal: bytes) -> str:
     """An RE2 pattern (binary, Latin-1 mode: one byte per character) matching `literal`."""
     out = []
@@ -90,7 +128,10 @@ class _Plan:
     def __init__(self, parsers: list[LineParser], triggers: list[bytes], megatron: MegatronParser | None,
                  relevant: list[bytes]) -> None:
         self.dispatcher = Dispatcher(parsers)
-        self.any_trigger = "|".join(_escape(t) for t in sorted(set(triggers)))
+        alternatives = [_escape(t) for t in sorted(set(triggers))]
+        if megatron is not None:
+            alternatives.append(_MEGATRON_LINE)
+        self.any_trigger = "|".join(alternatives)
         self.megatron = megatron
         self.relevant = relevant                      # literals that matter on a Megatron line
         self.relevant_text = [t.decode("utf-8") for t in relevant]
@@ -109,6 +150,9 @@ class _Plan:
             return None
         triggers = [t for t in triggers if b"\n" not in t]  # never inside one line
         megatron = next((p for p in parsers if isinstance(p, MegatronParser)), None)
+        if megatron is not None:  # its hint is common in prose: look for its lines themselves
+            triggers = [t for t in triggers if t not in {h.encode() for h in megatron.hints}
+                        or any(t in {h.encode() for h in (p.triggers or ())} for p in parsers if p is not megatron)]
         relevant: list[bytes] = []
         if megatron is not None:
             at = parsers.index(megatron)
@@ -128,33 +172,54 @@ class _Reader:
         self.builder = builder
         self.disp = plan.dispatcher
         self.lineno = 0  # lines before the current block
-        self.layouts: list[_Layout] = []
+        self.layouts: list[_Layout] = []  # most recently used first; shared by the scan threads
+        self.lock = threading.Lock()
 
     # -- the per-line reader's cuts ------------------------------------------------------------
     def run(self, fh, block: int) -> None:
+        """Cut the file as the per-line reader does; blocks are scanned (numpy/pyarrow, no GIL
+        held for most of it) on worker threads while this thread feeds the builder in order."""
         stats = self.stats
+        threads = _threads()
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="precdx-logs") if threads > 1 else None
+        todo: deque = deque()  # scans (futures) and per-line texts, in file order
+
+        def push(task) -> None:
+            todo.append(task)
+            while len(todo) > threads:
+                self._merge(_result(todo.popleft()))
+
         rest = b""
         skipping = False
-        while True:
-            chunk = fh.read(block)
-            if not chunk:
-                break
-            stats.bytes += len(chunk)
-            data = rest + chunk if rest else chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                rest = b"" if skipping else data
-                if len(rest) > MAX_LINE:
-                    stats.cut_lines += 1
-                    self._lines([rest[:MAX_LINE].decode("utf-8", errors="replace")])
-                    rest, skipping = b"", True
-                continue
-            body, rest = data[:cut + 1], data[cut + 1:]
-            if skipping:  # the tail of an over-long line ends here
-                body = body[body.find(b"\n") + 1:]
-                skipping = False
-            if body:
-                self._body(body)
+        try:
+            while True:
+                chunk = fh.read(block)
+                if not chunk:
+                    break
+                stats.bytes += len(chunk)
+                data = rest + chunk if rest else chunk
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    rest = b"" if skipping else data
+                    if len(rest) > MAX_LINE:
+                        stats.cut_lines += 1
+                        push(("cut", [rest[:MAX_LINE].decode("utf-8", errors="replace")]))
+                        rest, skipping = b"", True
+                    continue
+                body, rest = data[:cut + 1], data[cut + 1:]
+                if skipping:  # the tail of an over-long line ends here
+                    body = body[body.find(b"\n") + 1:]
+                    skipping = False
+                if body:
+                    push(pool.submit(self._scan, body) if pool is not None else self._scan(body))
+            while todo:
+                self._merge(_result(todo.popleft()))
+        finally:
+            if pool is not None:
+                for task in todo:
+                    if isinstance(task, Future):
+                        task.cancel()
+                pool.shutdown(wait=True)
         if rest and not skipping:
             stats.truncated_last_line = True
             self._lines([rest.decode("utf-8", errors="replace").rstrip("\r")])
@@ -180,15 +245,33 @@ class _Reader:
                 add(item, at=self.lineno)
 
     # -- one block of whole lines ----------------------------------------------------------------
-    def _body(self, body: bytes) -> None:
+    def _scan(self, body: bytes) -> "_Scan | list[str]":
+        """What can be known of a block without the parsers' state (runs on a worker thread):
+        its lines, the Megatron rows read in columns, the other lines holding a trigger. A
+        block with a line to cut comes back as its lines' texts, as the per-line reader reads them."""
         a = np.frombuffer(body, dtype=np.uint8)
         nl = np.flatnonzero(a == 10)
         n = int(nl.size)
         starts = np.empty(n, dtype=np.int64)
         starts[0] = 0
         starts[1:] = nl[:-1] + 1
-        if int((nl - starts).max()) > MAX_LINE:  # a line to cut: exactly as the per-line reader
+        if int((nl - starts).max()) > MAX_LINE:
             texts = body[:-1].decode("utf-8", errors="replace").split("\n")
+            return texts  # cut in _merge (it counts)
+        rows, row_idx = (None, np.zeros(0, dtype=np.int64))
+        if self.plan.megatron is not None:
+            rows, row_idx = self._megatron(body, a, starts, nl)
+        fast = np.zeros(n, dtype=bool)
+        fast[row_idx] = True
+        return _Scan(body, starts, nl, rows, row_idx, fast, self._with_triggers(body, starts, nl, fast))
+
+    def _merge(self, scan: "_Scan | list[str] | tuple") -> None:
+        """Feed one scanned block to the parsers (the lines that need them) and the builder."""
+        if isinstance(scan, tuple):  # the head of an over-long line without a newline
+            self._lines(scan[1])
+            return
+        if isinstance(scan, list):
+            texts = scan
             for j, t in enumerate(texts):
                 if len(t) > MAX_LINE:
                     self.stats.cut_lines += 1
@@ -196,12 +279,8 @@ class _Reader:
                 texts[j] = t[:-1] if t.endswith("\r") else t
             self._lines(texts)
             return
-        rows, row_idx = (None, np.zeros(0, dtype=np.int64))
-        if self.plan.megatron is not None:
-            rows, row_idx = self._megatron(body, a, starts, nl)
-        fast = np.zeros(n, dtype=bool)
-        fast[row_idx] = True
-        residual = self._with_triggers(body, starts, nl, fast)
+        body, starts, nl, fast = scan.body, scan.starts, scan.nl, scan.fast
+        n = int(nl.size)
         first = self.lineno + 1
         self.stats.lines += n
         # Items of the residual lines, in order; a parser mid-record sees the following lines too.
@@ -210,7 +289,7 @@ class _Reader:
         disp, feed = self.disp, self.disp.feed
         pos = 0
         i = -1
-        res = residual.tolist()
+        res = scan.residual.tolist()
         while True:
             if disp.pending:
                 i += 1
@@ -230,11 +309,12 @@ class _Reader:
             for item in feed(text, first + i):
                 items.append((first + i, item))
         self.lineno += n
+        rows = scan.rows
         if rows is not None and len(rows):
             if taken:
-                keep = ~np.isin(row_idx, np.array(taken, dtype=np.int64))
-                rows = rows.part(keep)
+                rows = rows.part(~np.isin(scan.row_idx, np.array(taken, dtype=np.int64)))
             if len(rows):
+                rows.line = rows.line + first
                 self.stats.frameworks["megatron"] = self.stats.frameworks.get("megatron", 0) + len(rows)
                 self.builder.queue(rows)
         add, count = self.builder.add, self._count
@@ -280,7 +360,9 @@ class _Reader:
         parts: list[tuple[np.ndarray, dict]] = []
         remaining = cand
         used: list[_Layout] = []
-        for lay in list(self.layouts):
+        with self.lock:
+            known = list(self.layouts)
+        for lay in known:
             if remaining.size == 0:
                 break
             got, remaining = self._match(lay, body, a, words, pipes, first, npipes, starts, remaining)
@@ -300,19 +382,19 @@ class _Reader:
             if got is not None:
                 parts.append(got)
                 used.append(lay)
-            self.layouts.insert(0, lay)
+        with self.lock:
+            for lay in reversed(used):  # most recently used first
+                if lay in self.layouts:
+                    self.layouts.remove(lay)
+                self.layouts.insert(0, lay)
             del self.layouts[MAX_LAYOUTS:]
-        for lay in used:  # most recently used first
-            if lay in self.layouts:
-                self.layouts.remove(lay)
-            self.layouts.insert(0, lay)
         if not parts:
             return none
         idx = np.concatenate([p[0] for p in parts])
         order = np.argsort(idx, kind="stable")
         idx = idx[order]
         cols = {k: np.concatenate([p[1][k] for p in parts])[order] for k in parts[0][1]}
-        line = idx + self.lineno + 1
+        line = idx.copy()  # block-relative here; _merge adds the block's first line
         extra = {k: cols[k] for k in ("total_steps", "global_batch_size", "consumed_samples", "consumed_tokens")}
         rows = Rows("megatron", line, cols["step"], cols["loss"], cols["has_loss"], cols["loss_missing"],
                     cols["grad_norm"], cols["has_grad_norm"], cols["lr"], cols["loss_scale"], cols["skipped"],
@@ -328,21 +410,25 @@ class _Reader:
         pm = pipes[first[sel][:, None] + np.arange(lay.npipes)]
         p0 = pm[:, 0]
         ok = (p0 - starts[sel]) == lay.head_len
-        ok &= ((words[pm[:, lay.w_seg] + lay.w_off] & lay.w_mask) == lay.w_val).all(axis=1)
+        if lay.w_off.size:  # the head: fixed bytes, 8 at a time
+            pos = (p0[:, None] + lay.w_off).ravel()
+            got = words[pos].reshape(p0.size, lay.w_off.size)
+            got ^= lay.w_val
+            got &= lay.w_mask
+            ok &= ~got.any(axis=1)
+        for k, key in enumerate(lay.keys):  # each key, whole
+            ok &= _items(body, key.dtype.itemsize)[pm[:, k] + 1] == key
         if lay.digit_off.size:
             ok &= ((a[p0[:, None] + lay.digit_off] - 48) <= 9).all(axis=1)
-        step, ok1 = _window_int(a, p0, lay.w1)
-        total, ok2 = _window_int(a, p0, lay.w2)
-        ok &= ok1 & ok2 & (a[p0 + lay.w1[0]] == 32)  # `iteration\s+`
+        ok &= a[p0 + lay.w1[0]] == 32  # `iteration\s+`
         if not ok.all():
-            sel, pm, step, total = sel[ok], pm[ok], step[ok], total[ok]
+            sel, pm = sel[ok], pm[ok]
         if sel.size == 0:
             return None, remaining
         rest = np.setdiff1d(remaining, sel, assume_unique=True)  # matched rows are done with, read or not
-        vals, has, demote = self._values(body, a, pm, lay)
-        if demote.any():  # a value holds a literal another parser needs: that line goes per line
-            keep = ~demote
-            sel, pm, step, total, vals, has = sel[keep], pm[keep], step[keep], total[keep], vals[keep], has[keep]
+        vals, has, step, total, keep = self._values(body, a, pm, lay)
+        if not keep.all():  # an odd counter, or a value holding a literal another parser needs: per line
+            sel, vals, has, step, total = sel[keep], vals[keep], has[keep], step[keep], total[keep]
         if sel.size == 0:
             return None, rest
         m = sel.size
@@ -372,75 +458,65 @@ class _Reader:
             out[name] = np.where(h, v, np.nan)
         return (sel, out), rest
 
-    def _values(self, body: bytes, a: np.ndarray, pm: np.ndarray, lay: "_Layout"
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every value of the rows: (numbers, printed-as-a-number mask, rows to read per line).
-        A value the bulk cast does not take (or takes as NaN/Inf, whose spellings may carry
-        letters) is read with the shared number grammar and looked at for the literals that
-        would make another parser act."""
+    def _values(self, body: bytes, a: np.ndarray, pm: np.ndarray, lay: "_Layout"):
+        """The numbers of the rows, cast in bulk: every value (numbers, printed-as-a-number mask),
+        the step and total counters, and which rows can be read this way. A value the cast does
+        not take (or takes as NaN/Inf, whose spellings may carry letters) is read with the shared
+        number grammar and looked at for the literals that would make another parser act (the row
+        then goes per line); a counter must be plain digits (no sign, no leading zero) below 2^53."""
         m, nv = pm.shape[0], lay.npipes - 1
-        vs = (pm[:, :-1] + lay.key_len).ravel()
-        raw_e = pm[:, 1:].ravel()
-        ve = raw_e.copy()
-        raw_s = vs.copy()
-        # trim the spaces around the value
-        act = np.arange(vs.size)
-        while act.size:
-            sp = (a[vs[act]] == 32) & (vs[act] < ve[act])
-            act = act[sp]
-            vs[act] += 1
-        act = np.arange(ve.size)
-        while act.size:
-            sp = (a[ve[act] - 1] == 32) & (ve[act] > vs[act])
-            act = act[sp]
-            ve[act] -= 1
-        offsets = np.empty(2 * vs.size, dtype=np.int64)
-        offsets[0::2] = vs
-        offsets[1::2] = ve
+        p0 = pm[:, 0]
+        offsets = np.empty((m, 2 * nv + 4), dtype=np.int64)  # per row: step, total, values
+        offsets[:, 0] = p0 + lay.w1[0]
+        offsets[:, 1] = p0 + lay.w1[1]
+        offsets[:, 2] = p0 + lay.w2[0]
+        offsets[:, 3] = p0 + lay.w2[1]
+        offsets[:, 4::2] = pm[:, :-1] + lay.key_len
+        offsets[:, 5::2] = pm[:, 1:]
+        offsets = offsets.ravel()
         arr = pa.LargeStringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets), pa.py_buffer(body))
-        arr = arr.take(pa.array(np.arange(0, offsets.size - 1, 2)))
-        bad = None
+        arr = pc.ascii_trim(arr.take(pa.array(np.arange(0, offsets.size - 1, 2))), " ")
         try:
-            nums = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
+            nums = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False).reshape(m, nv + 2)
+            bad = None
         except pa.ArrowInvalid:
             good = pc.match_substring_regex(arr, _STRICT_NUM)
             nums = pc.cast(pc.if_else(good, arr, "nan"), pa.float64()).to_numpy(zero_copy_only=False)
-            bad = ~good.to_numpy(zero_copy_only=False)
-        has = np.ones(vs.size, dtype=bool)
-        slow = ~np.isfinite(nums)
+            nums = nums.reshape(m, nv + 2)
+            bad = ~good.to_numpy(zero_copy_only=False).reshape(m, nv + 2)
+        counters = nums[:, :2]
+        length = pc.binary_length(arr).to_numpy(zero_copy_only=False).reshape(m, nv + 2)[:, :2]
+        with np.errstate(invalid="ignore"):
+            digits = np.searchsorted(_POW10F, counters, side="right") + 1
+            keep = ((counters >= 0) & (counters < 2.0 ** 53) & (np.trunc(counters) == counters)
+                    & (digits == length)).all(axis=1)
         if bad is not None:
-            slow |= bad
-        demote = np.zeros(m, dtype=bool)
+            keep &= ~bad[:, :2].any(axis=1)
+        vals = nums[:, 2:].copy()
+        has = np.ones((m, nv), dtype=bool)
+        slow = ~np.isfinite(vals)
+        if bad is not None:
+            slow |= bad[:, 2:]
         if slow.any():
-            nums = nums.copy()
             relevant = self.plan.relevant_text
-            for j in np.flatnonzero(slow).tolist():
-                text = body[int(raw_s[j]):int(raw_e[j])].decode("utf-8", errors="replace")
+            for r, k in zip(*np.nonzero(slow)):
+                start = int(pm[r, k] + lay.key_len[k])
+                text = body[start:int(pm[r, k + 1])].decode("utf-8", errors="replace")
                 if any(t in text for t in relevant):
-                    demote[j // nv] = True
+                    keep[r] = False
                     continue
                 v = parse_num(text)
                 if v is None:
-                    has[j] = False
-                    nums[j] = np.nan
+                    has[r, k] = False
+                    vals[r, k] = np.nan
                 else:
-                    nums[j] = v
-        return nums.reshape(m, nv), has.reshape(m, nv), demote
+                    vals[r, k] = v
+        return vals, has, counters[:, 0].astype(np.int64), counters[:, 1].astype(np.int64), keep
 
 
-def _window_int(a: np.ndarray, p0: np.ndarray, window: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """The number in a[p0+lo : p0+hi] laid out as spaces, digits, spaces (one run of at most 18
-    digits): (values, valid)."""
-    lo, hi = window
-    b = a[p0[:, None] + np.arange(lo, hi)]
-    d = (b - 48) <= 9
-    ok = (d | (b == 32)).all(axis=1)
-    run_starts = d[:, 1:] & ~d[:, :-1]
-    ok &= (np.count_nonzero(run_starts, axis=1) + d[:, 0]) == 1
-    right = np.cumsum(d[:, ::-1], axis=1)[:, ::-1] - 1  # digits to the right of each digit
-    ok &= right.max(axis=1) <= 17
-    val = np.where(d, (b.astype(np.int64) - 48) * _POW10[np.clip(right, 0, 18)], 0).sum(axis=1)
-    return val, ok
+def _items(body: bytes, size: int) -> np.ndarray:
+    """Every `size`-byte run of `body` as one item (a view: item i is body[i:i+size])."""
+    return np.ndarray((len(body) - size + 1,), dtype=f"V{size}", buffer=body, strides=(1,))
 
 
 class _Layout:
@@ -458,10 +534,11 @@ class _Layout:
         self.w1 = (0, 0)           # step window, relative to the first pipe
         self.w2 = (0, 0)           # total window
         self.digit_off = np.zeros(0, dtype=np.int64)
-        self.w_seg = np.zeros(0, dtype=np.int64)    # word checks: which pipe they are relative to,
-        self.w_off = np.zeros(0, dtype=np.int64)    # at what offset,
+        self.w_off = np.zeros(0, dtype=np.int64)    # head checks, 8 bytes each: offset from the first pipe,
         self.w_mask = np.zeros(0, dtype=np.uint64)  # which bytes count,
         self.w_val = np.zeros(0, dtype=np.uint64)   # and the bytes expected
+        self.keys: list = []       # per segment: its key (from the pipe to the colon) as a numpy void
+        self.padded = np.zeros(0, dtype=bool)  # per segment: the value was padded with spaces
 
     @classmethod
     def learn(cls, line: bytes, plan: _Plan) -> "_Layout | None":
@@ -481,7 +558,7 @@ class _Layout:
         it = m.start()
         slash = text.find("/", it + len(_ITER))
         w1, w2 = text[it + len(_ITER):slash], text[slash + 1:p0]
-        if not (_is_window(w1, lead=True) and _is_window(w2, lead=False)):
+        if not (_is_window(w1, lead=True) and _is_window(w2, lead=False)) or max(len(w1), len(w2)) > 18:
             return None
         lay = cls()
         lay.npipes = len(pipes)
@@ -508,7 +585,7 @@ class _Layout:
         lay.after = any(k in fields for k in _AFTER_LOSSES)
         lay.key_len = np.array([1 + len(k) for k in keys], dtype=np.int64)
         # The head (line start .. first pipe): literal bytes, digits of the prefix as wildcards,
-        # the counter windows as spaces/digits (checked by _window_int).
+        # the counter windows as spaces/digits (read as numbers with the values).
         head = line[:p0]
         wild = [""] * p0  # "d": a digit; "s": a space or a digit (counter windows)
         for i in range(it):
@@ -522,9 +599,9 @@ class _Layout:
         lay.digit_off = np.array([i - p0 for i in range(it) if wild[i]], dtype=np.int64)
         segs, offs, masks, vals = [], [], [], []
         _words(head, [not w for w in wild], -p0, 0, segs, offs, masks, vals)
-        for k, key in enumerate(keys):
-            _words(key.encode("ascii"), [True] * len(key), 1, k, segs, offs, masks, vals)
-        lay.w_seg = np.array(segs, dtype=np.int64)
+        lay.keys = [np.frombuffer(k.encode("ascii"), dtype=f"V{len(k)}")[0] for k in keys]
+        lay.padded = np.array([len(seg) - len(seg.lstrip(" ")) > 1 or len(seg) - len(seg.rstrip(" ")) > 1
+                               for seg in (text[pipes[k] + 1 + len(keys[k]):pipes[k + 1]] for k in range(len(keys)))])
         lay.w_off = np.array(offs, dtype=np.int64)
         lay.w_mask = np.array(masks, dtype=np.uint64)
         lay.w_val = np.array(vals, dtype=np.uint64)
