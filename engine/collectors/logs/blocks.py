@@ -316,6 +316,7 @@ class _Reader:
             if len(rows):
                 rows.line = rows.line + first
                 self.stats.frameworks["megatron"] = self.stats.frameworks.get("megatron", 0) + len(rows)
+                self.stats.columnar += len(rows)
                 self.builder.queue(rows)
         add, count = self.builder.add, self._count
         for at, item in items:

@@ -124,34 +124,3 @@ class Rows:
                     self.loss_missing[sel], self.grad_norm[sel], self.has_grad_norm[sel], self.lr[sel],
                     self.loss_scale[sel], self.skipped[sel], self.nan_iters[sel], self.skipped_cumulative,
                     {k: v[sel] for k, v in self.extra.items()})
-
-    @classmethod
-    def concat(cls, parts: list["Rows"]) -> "Rows":
-        first = parts[0]
-        if len(parts) == 1:
-            return first
-        names = sorted({k for p in parts for k in p.extra})
-        extra = {k: np.concatenate([p.extra.get(k, np.full(len(p), np.nan)) for p in parts]) for k in names}
-        cat = lambda attr: np.concatenate([getattr(p, attr) for p in parts])  # noqa: E731
-        return cls(first.framework, cat("line"), cat("step"), cat("loss"), cat("has_loss"), cat("loss_missing"),
-                   cat("grad_norm"), cat("has_grad_norm"), cat("lr"), cat("loss_scale"), cat("skipped"),
-                   cat("nan_iters"), any(p.skipped_cumulative for p in parts), extra)
-
-    def records(self) -> list[Record]:
-        """The same records as objects (tests and the per-line path's comparisons)."""
-        out = []
-        for i in range(len(self)):
-            num = lambda a: None if math.isnan(a[i]) else float(a[i])  # noqa: E731
-            rec = Record(line=int(self.line[i]), framework=self.framework, step=float(self.step[i]),
-                         loss=float(self.loss[i]) if self.has_loss[i] else None,
-                         loss_missing=bool(self.loss_missing[i]),
-                         grad_norm=float(self.grad_norm[i]) if self.has_grad_norm[i] else None,
-                         lr=num(self.lr), loss_scale=num(self.loss_scale),
-                         skipped=None if math.isnan(self.skipped[i]) else int(self.skipped[i]),
-                         nan_iters=None if math.isnan(self.nan_iters[i]) else int(self.nan_iters[i]),
-                         skipped_cumulative=self.skipped_cumulative)
-            for k, v in self.extra.items():
-                if not math.isnan(v[i]):
-                    rec.extra[k] = float(v[i])
-            out.append(rec)
-        return out

@@ -25,6 +25,7 @@ class ReadStats:
     truncated_last_line: bool = False
     cut_lines: int = 0
     frameworks: dict[str, int] = field(default_factory=dict)  # records per framework
+    columnar: int = 0  # lines the block reader read in columns (not through the per-line parsers)
 
 
 def looks_binary(head: bytes) -> bool:
@@ -160,15 +161,18 @@ def _decoded_lines(fh, stats: ReadStats, block: int = 1 << 22) -> Iterator[str]:
         yield rest.decode("utf-8", errors="replace").rstrip("\r")
 
 
-def iter_log(path: Path, stats: ReadStats, parsers: list[LineParser] | None = None) -> Iterator[Item]:
-    """Items of one log file, streamed. Raises OSError if the file cannot be opened."""
+def iter_log(path: Path, stats: ReadStats, parsers: list[LineParser] | None = None,
+             block: int = 1 << 22) -> Iterator[Item]:
+    """Items of one log file, streamed, one line at a time (the reference path; the logs
+    collector reads through `blocks.read_into`, which gives the same). Raises OSError if the
+    file cannot be opened."""
     with open_binary(path) as fh:  # .gz / .zst logs decompressed on the fly
         head = fh.read(BINARY_SNIFF)
         if looks_binary(head):
             stats.binary = True
             return
         fh.seek(0)
-        for item in parse_lines(_decoded_lines(fh, stats), parsers):
+        for item in parse_lines(_decoded_lines(fh, stats, block), parsers):
             if isinstance(item, Record):
                 stats.frameworks[item.framework] = stats.frameworks.get(item.framework, 0) + 1
             yield item

@@ -352,15 +352,15 @@ class _Columns:
             gn = np.where(rows.has_grad_norm, rows.grad_norm, _NAN)
             gn_bad = (rows.has_grad_norm & ~np.isfinite(rows.grad_norm)).astype(np.float64)
         self.cumulative = self.cumulative or rows.skipped_cumulative
-        cols = ((self.loss_bad, loss_bad), (self.gn, gn), (self.gn_bad, gn_bad), (self.lr, rows.lr),
-                (self.scale, rows.loss_scale), (self.skipped, rows.skipped), (self.nan_iters, rows.nan_iters))
+        cols = (("loss_bad", loss_bad), ("gn", gn), ("gn_bad", gn_bad), ("lr", rows.lr),
+                ("scale", rows.loss_scale), ("skipped", rows.skipped), ("nan_iters", rows.nan_iters))
         i = 0
         while i < n:  # a fold happens as soon as the buffer outgrows the limit, as in `add`
             j = min(n, i + max(1, self.limit + 1 - len(self.step)))
             self.step.frombytes(steps[i:j].tobytes())
             self.loss.frombytes(np.ascontiguousarray(loss[i:j]).tobytes())
-            for builder, values in cols:
-                builder.extend(values[i:j])
+            for attr, values in cols:  # (a fold replaces the builders)
+                getattr(self, attr).extend(values[i:j])
             if len(self.step) > self.limit:
                 self.fold()
             i = j
