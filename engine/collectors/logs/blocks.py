@@ -47,6 +47,7 @@ except ImportError:  # pragma: no cover - a core dependency; the per-line reader
     pa = pc = None
 
 BLOCK = 1 << 22            # bytes read at a time (the per-line reader's block: same cuts)
+COLUMNS_FROM = 8 << 20     # files this big or bigger have their Megatron lines read in columns
 MAX_LAYOUTS = 64           # line layouts remembered per file
 MAX_TRIES = 32             # lines a block tries to learn a layout from (the rest go per line)
 _ITER = b"iteration"
@@ -67,12 +68,16 @@ _STRICT_NUM = r"^[+-]?(?:[0-9]+\.?[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]
 
 
 def read_into(path: Path, stats: ReadStats, builder, parsers: list[LineParser] | None = None,
-              block: int = BLOCK) -> None:
+              block: int = BLOCK, columns: bool | None = None) -> None:
     """Feed the records and events of one log file to `builder` (a SeriesBuilder), as
-    `for item in iter_log(path, stats, parsers): builder.add(item)` would. Raises OSError if the
-    file cannot be opened."""
+    `for item in iter_log(path, stats, parsers): builder.add(item)` would. `columns`: read
+    Megatron iteration lines in columns (default: for files of COLUMNS_FROM bytes or more; below
+    that the bulk cast's one-time set-up costs more than it saves). Raises OSError if the file
+    cannot be opened."""
     parsers = parsers if parsers is not None else builtin_parsers()
-    plan = _Plan.of(parsers)
+    if columns is None:
+        columns = os.path.getsize(path) >= COLUMNS_FROM
+    plan = _Plan.of(parsers, columns)
     if plan is None:
         for item in iter_log(path, stats, parsers):
             builder.add(item)
@@ -137,7 +142,7 @@ class _Plan:
         self.relevant_text = [t.decode("utf-8") for t in relevant]
 
     @classmethod
-    def of(cls, parsers: list[LineParser]) -> "_Plan | None":
+    def of(cls, parsers: list[LineParser], columns: bool = True) -> "_Plan | None":
         if pa is None:
             return None
         triggers: list[bytes] = []
@@ -149,7 +154,7 @@ class _Plan:
         if any(b"\xef\xbf\xbd" in t for t in triggers):  # U+FFFD: also what undecodable bytes read as
             return None
         triggers = [t for t in triggers if b"\n" not in t]  # never inside one line
-        megatron = next((p for p in parsers if isinstance(p, MegatronParser)), None)
+        megatron = next((p for p in parsers if isinstance(p, MegatronParser)), None) if columns else None
         if megatron is not None:  # its hint is common in prose: look for its lines themselves
             triggers = [t for t in triggers if t not in {h.encode() for h in megatron.hints}
                         or any(t in {h.encode() for h in (p.triggers or ())} for p in parsers if p is not megatron)]

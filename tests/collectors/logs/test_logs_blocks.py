@@ -46,7 +46,7 @@ def _both(path: Path, block: int = 1 << 22, parsers=None) -> tuple[dict, dict, R
     for item in iter_log(path, s1, parsers() if parsers else None, block=block):
         b1.add(item)
     s2, b2 = ReadStats(str(path)), SeriesBuilder("r", "target")
-    read_into(path, s2, b2, parsers() if parsers else None, block=block)
+    read_into(path, s2, b2, parsers() if parsers else None, block=block, columns=True)
     return _snapshot(s1, b1), _snapshot(s2, b2), s2
 
 
@@ -187,7 +187,7 @@ def test_deepspeed_skip_borrowing(tmp_path: Path, threads: int) -> None:
     for block in (1 << 22, 2048):
         _assert_same(path, block)
     b = SeriesBuilder("r", "target")
-    read_into(path, ReadStats(str(path)), b)
+    read_into(path, ReadStats(str(path)), b, columns=True)
     s = b.build()
     assert s.framework == "megatron" and float(s.skipped[~(s.skipped != s.skipped)].sum()) == 4.0
 
@@ -270,7 +270,10 @@ def test_fast_path_reads_megatron_in_columns(tmp_path: Path) -> None:
     path.write_text("\n".join(_meg(s) for s in range(1, 2001)) + "\n")
     stats = ReadStats(str(path))
     b = SeriesBuilder("r", "target")
-    read_into(path, stats, b)
+    read_into(path, stats, b, columns=True)
     assert stats.columnar == 2000 and stats.frameworks == {"megatron": 2000}
     s = b.build()
     assert s.n_points == 2000 and math.isclose(float(s.loss[-1]), 3.0 - 2000 / 1e4)
+    small = ReadStats(str(path))  # by default only big files: the bulk cast's set-up costs more below
+    read_into(path, small, SeriesBuilder("r", "target"))
+    assert small.columnar == 0 and small.frameworks == {"megatron": 2000}
