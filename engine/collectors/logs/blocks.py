@@ -18,12 +18,13 @@ object per line:
   record sees every line until it is done, as before.
 - Records and events reach the builder in line order (`SeriesBuilder.queue` / `add(at=)`).
 
-Falls back to the per-line reader when a parser may act on any line (a declared format whose
-regex requires no literal and has no `contains`), or when pyarrow is missing.
+Megatron lines are read in columns in files of COLUMNS_FROM bytes or more (pyarrow's first cast
+sets up its kernels, which costs more than a small log line by line). Falls back to the per-line
+reader when a parser may act on any line (a declared format whose regex requires no literal and
+has no `contains`), or when pyarrow is missing.
 """
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections import deque
@@ -131,13 +132,13 @@ class _Plan:
     """What the block reader needs to know about the parsers of one file."""
 
     def __init__(self, parsers: list[LineParser], triggers: list[bytes], megatron: MegatronParser | None,
-                 relevant: list[bytes]) -> None:
+                 columns: bool, relevant: list[bytes]) -> None:
         self.dispatcher = Dispatcher(parsers)
         alternatives = [_escape(t) for t in sorted(set(triggers))]
         if megatron is not None:
             alternatives.append(_MEGATRON_LINE)
         self.any_trigger = "|".join(alternatives)
-        self.megatron = megatron
+        self.megatron = megatron if columns else None  # read its iteration lines in columns
         self.relevant = relevant                      # literals that matter on a Megatron line
         self.relevant_text = [t.decode("utf-8") for t in relevant]
 
@@ -154,7 +155,7 @@ class _Plan:
         if any(b"\xef\xbf\xbd" in t for t in triggers):  # U+FFFD: also what undecodable bytes read as
             return None
         triggers = [t for t in triggers if b"\n" not in t]  # never inside one line
-        megatron = next((p for p in parsers if isinstance(p, MegatronParser)), None) if columns else None
+        megatron = next((p for p in parsers if isinstance(p, MegatronParser)), None)
         if megatron is not None:  # its hint is common in prose: look for its lines themselves
             triggers = [t for t in triggers if t not in {h.encode() for h in megatron.hints}
                         or any(t in {h.encode() for h in (p.triggers or ())} for p in parsers if p is not megatron)]
@@ -167,7 +168,7 @@ class _Plan:
                 if i == at or p.fallback or (i > at and p.pure):
                     continue
                 relevant.extend(x.encode("utf-8") for x in (p.triggers or ()) if x)
-        return cls(parsers, triggers, megatron, sorted(set(relevant)))
+        return cls(parsers, triggers, megatron, columns, sorted(set(relevant)))
 
 
 class _Reader:
