@@ -51,6 +51,7 @@ BLOCK = 1 << 22            # bytes read at a time (the per-line reader's block: 
 COLUMNS_FROM = 8 << 20     # files this big or bigger have their Megatron lines read in columns
 MAX_LAYOUTS = 64           # line layouts remembered per file
 MAX_TRIES = 32             # lines a block tries to learn a layout from (the rest go per line)
+THREADS: int | None = None  # scan threads (None: from the CPU count, see _threads)
 _ITER = b"iteration"
 # Megatron keys read into columns: normalised key -> Rows field / tracked extra.
 _FIELDS = {"lm loss": "loss", "learning rate": "lr", "loss scale": "loss_scale", "grad norm": "grad_norm",
@@ -93,15 +94,9 @@ def read_into(path: Path, stats: ReadStats, builder, parsers: list[LineParser] |
 
 
 def _threads() -> int:
-    """Scan threads: `PRECDX_LOG_THREADS` when set, else up to 2 (the CPU count permitting);
-    more add little, the parsers' state being fed on one thread."""
-    raw = os.environ.get("PRECDX_LOG_THREADS")
-    try:
-        if raw:
-            return max(1, int(raw))
-    except ValueError:
-        pass
-    return max(1, min(2, os.cpu_count() or 1))
+    """Scan threads: THREADS when set, else up to 2 (the CPU count permitting); more add
+    little, the parsers' state being fed on one thread."""
+    return max(1, THREADS) if THREADS else max(1, min(2, os.cpu_count() or 1))
 
 
 def _result(task):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.collectors.logs import blocks
 from engine.collectors.logs.blocks import read_into
 from engine.collectors.logs.formats import builtin_parsers
 from engine.collectors.logs.formats.declared import DeclaredParser, load_declared_formats
@@ -58,10 +59,10 @@ def _assert_same(path: Path, block: int = 1 << 22, parsers=None) -> ReadStats:
     return stats
 
 
-@pytest.fixture(params=["1", "2"], ids=["1-thread", "2-threads"])
+@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
 def threads(request, monkeypatch):
-    monkeypatch.setenv("PRECDX_LOG_THREADS", request.param)
-    return int(request.param)
+    monkeypatch.setattr(blocks, "THREADS", request.param)
+    return request.param
 
 
 def _excerpts() -> list[Path]:
