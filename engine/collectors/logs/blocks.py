@@ -412,17 +412,19 @@ class _Reader:
         pm = pipes[first[sel][:, None] + np.arange(lay.npipes)]
         p0 = pm[:, 0]
         ok = (p0 - starts[sel]) == lay.head_len
+        # (positions clipped: a row whose head is shorter than the layout's has already failed)
         if lay.w_off.size:  # the head: fixed bytes, 8 at a time
-            pos = (p0[:, None] + lay.w_off).ravel()
+            pos = np.clip(p0[:, None] + lay.w_off, 0, words.size - 1).ravel()
             got = words[pos].reshape(p0.size, lay.w_off.size)
             got ^= lay.w_val
             got &= lay.w_mask
             ok &= ~got.any(axis=1)
-        for k, key in enumerate(lay.keys):  # each key, whole
-            ok &= _items(body, key.dtype.itemsize)[pm[:, k] + 1] == key
+        for k, key in enumerate(lay.keys):  # each key, whole (a line too short for it cannot match)
+            items = _items(body, key.dtype.itemsize)
+            ok &= items[np.minimum(pm[:, k] + 1, items.size - 1)] == key
         if lay.digit_off.size:
-            ok &= ((a[p0[:, None] + lay.digit_off] - 48) <= 9).all(axis=1)
-        ok &= a[p0 + lay.w1[0]] == 32  # `iteration\s+`
+            ok &= ((a[np.maximum(p0[:, None] + lay.digit_off, 0)] - 48) <= 9).all(axis=1)
+        ok &= a[np.maximum(p0 + lay.w1[0], 0)] == 32  # `iteration\s+`
         if not ok.all():
             sel, pm = sel[ok], pm[ok]
         if sel.size == 0:

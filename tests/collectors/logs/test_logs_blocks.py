@@ -253,6 +253,21 @@ def test_over_long_lines_and_cut_tail(tmp_path: Path, threads: int) -> None:
     assert stats.cut_lines == 2 and stats.truncated_last_line
 
 
+def test_short_lines_shaped_like_a_layout(tmp_path: Path, threads: int) -> None:
+    """Lines with as many pipes as a learnt layout but too short for its keys, at the very end of
+    a block: not read in columns, and no crash."""
+    short = " iteration 1/ 10 | lm loss: 2.0 |"
+    lines = [short.replace("1/", f"{s}/") for s in range(1, 9)] + ["a |b|", "|x|", "||"]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    for block in (1 << 22, 40, 7):
+        _assert_same(path, block)
+    long_head = " " * 3000 + short  # a layout with a long head, then blocks shorter than it
+    path.write_text("\n".join([long_head] * 3 + ["|a:|", "x|b: 1|"] * 50) + "\n")
+    for block in (1 << 22, 3100, 50):
+        _assert_same(path, block)
+
+
 def test_invalid_utf8_and_nul_bytes(tmp_path: Path, threads: int) -> None:
     lines = [_meg(s).encode() for s in range(1, 60)]
     lines[10] = lines[10].replace(b"[2025", b"[\xff\xfe2025")
