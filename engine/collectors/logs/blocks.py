@@ -407,7 +407,7 @@ class _Reader:
                first: np.ndarray, npipes: np.ndarray, starts: np.ndarray, remaining: np.ndarray):
         """The rows among `remaining` laid out as `lay`, read; and the rest of `remaining`."""
         sel = remaining[npipes[remaining] == lay.npipes]
-        if sel.size == 0:
+        if sel.size == 0 or len(body) < lay.min_len:
             return None, remaining
         pm = pipes[first[sel][:, None] + np.arange(lay.npipes)]
         p0 = pm[:, 0]
@@ -532,6 +532,7 @@ class _Layout:
     def __init__(self) -> None:
         self.npipes = 0
         self.head_len = 0          # bytes from line start to the first pipe
+        self.min_len = 0           # bytes of the shortest line of this layout
         self.key_len = np.zeros(0, dtype=np.int64)  # per segment: bytes from its pipe to its value
         self.field: dict[str, int] = {}             # Rows field -> segment
         self.after = False         # a field Megatron prints after the losses is present
@@ -588,6 +589,7 @@ class _Layout:
         lay.field = {_FIELDS[n]: k for n, k in fields.items() if n in _FIELDS}
         lay.after = any(k in fields for k in _AFTER_LOSSES)
         lay.key_len = np.array([1 + len(k) for k in keys], dtype=np.int64)
+        lay.min_len = p0 + int(lay.key_len.sum()) + 2  # head, pipes and keys, the last pipe, a newline
         # The head (line start .. first pipe): literal bytes, digits of the prefix as wildcards,
         # the counter windows as spaces/digits (read as numbers with the values).
         head = line[:p0]
