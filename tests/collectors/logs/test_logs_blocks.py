@@ -293,3 +293,57 @@ def test_fast_path_reads_megatron_in_columns(tmp_path: Path) -> None:
     small = ReadStats(str(path))  # by default only big files: the bulk cast's set-up costs more below
     read_into(path, small, SeriesBuilder("r", "target"))
     assert small.columnar == 0 and small.frameworks == {"megatron": 2000}
+
+
+_POOL = [
+    lambda s: _meg(s),
+    lambda s: _meg(s, loss="", gn=None, sk=1),
+    lambda s: _meg(s, loss="nan", gn="nan", nan=1),
+    lambda s: "[default0]:" + _meg(s, gn=None),
+    lambda s: _meg(s).replace(" |", " | ", 1),
+    lambda s: _meg(s)[: len(_meg(s)) // 2],
+    lambda s: _meg(s).replace("lm loss", "lm  loss"),
+    lambda s: _meg(s).replace("grad norm: 1.234", "grad norm: 1.2K"),
+    lambda s: _meg(s).replace("learning rate", "Learning Rate"),
+    lambda s: _meg(s) + " extra: 5 |",
+    lambda s: f" validation loss at iteration {s} | lm loss value: 2.5E+00 | lm loss PPL: 12.1 |",
+    lambda s: f"[Rank 0] (after {s} iterations) memory (MB) | allocated: 21.85 | reserved: 96.00",
+    lambda s: f"Unexpected result nan at iteration {s}",
+    lambda s: f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1024, reducing to 512",
+    lambda s: f"{s}/900 [00:01<00:02, 3.1it/s]{{'loss': 1.5, 'grad_norm': 0.3, 'learning_rate': 1e-05}}",
+    lambda s: f"{{'loss': {s / 300:.3f}, 'grad_norm': 0.3, 'learning_rate': 1e-05, 'epoch': {s / 900:.3f}}}",
+    lambda s: "successfully loaded checkpoint from /ckpt at iteration 100",
+    lambda s: f"[step={s}/900,epoch=0]",
+    lambda s: "    train/CE loss=1.25",
+    lambda s: f"iteration: {s} / 900 | lm_loss: 4.71K | lr: 1e-3 |",
+    lambda s: f"loss: {s / 7:.3f} | lr: 1e-4 | grad_norm: 0.9 | epoch: 0.1",
+    lambda s: "",
+    lambda s: "|||",
+    lambda s: "\r",
+]
+
+
+@pytest.mark.slow  # many small files through both readers
+def test_random_mixtures(tmp_path: Path) -> None:
+    """Random mixtures of Megatron lines (and near misses) with every other kind of line, cut in
+    random blocks: the block reader always gives what the per-line reader gives."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+
+    @hypothesis.settings(max_examples=60, deadline=None, derandomize=True,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(picks=st.lists(st.tuples(st.integers(0, len(_POOL) - 1), st.integers(1, 400)),
+                                     min_size=1, max_size=120),
+                      block=st.sampled_from([64, 200, 1000, 1 << 22]), threads=st.sampled_from([1, 2]),
+                      end=st.sampled_from(["\n", ""]))
+    def check(picks, block, threads, end):
+        path = tmp_path / "mix.log"
+        path.write_text("\n".join(_POOL[i](s) for i, s in picks) + end, encoding="utf-8")
+        old = blocks.THREADS
+        blocks.THREADS = threads
+        try:
+            _assert_same(path, block)
+        finally:
+            blocks.THREADS = old
+
+    check()
