@@ -8,6 +8,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+
 # The numeric token of log-formats.md, plus the spellings real logs add: NeMo's "nan.0",
 # nanotron's SI suffixes (4.71K), OLMo/torchtitan thousands separators (1,048,576).
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|NAN|inf|Inf|INF)(?:\.0)?"
@@ -89,3 +91,36 @@ class Event:
     reduced_to: float | None = None    # loss-scale overflow: new scale
     hysteresis_to: int | None = None
     message: str | None = None
+
+
+@dataclass
+class Rows:
+    """Train records of one framework in columns, as the vectorised reader finds them (no object
+    per line): aligned arrays, one entry per record, in line order. Same meaning as `Record`, with
+    NaN for a value not printed where `Record` has None (loss and grad norm also carry whether the
+    key was printed, since a printed NaN and a missing key differ there)."""
+
+    framework: str
+    line: np.ndarray          # int64, 1-based line of each record
+    step: np.ndarray          # float64 step as printed
+    loss: np.ndarray          # float64 as printed (NaN/Inf kept); NaN where not printed
+    has_loss: np.ndarray      # bool: the loss key was printed (with a number)
+    loss_missing: np.ndarray  # bool: see Record.loss_missing
+    grad_norm: np.ndarray
+    has_grad_norm: np.ndarray
+    lr: np.ndarray
+    loss_scale: np.ndarray
+    skipped: np.ndarray       # float64 (whole numbers) or NaN
+    nan_iters: np.ndarray
+    skipped_cumulative: bool = False
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # float64, NaN where absent
+
+    def __len__(self) -> int:
+        return int(self.line.size)
+
+    def part(self, sel) -> "Rows":
+        """The records picked by a slice, index array or boolean mask."""
+        return Rows(self.framework, self.line[sel], self.step[sel], self.loss[sel], self.has_loss[sel],
+                    self.loss_missing[sel], self.grad_norm[sel], self.has_grad_norm[sel], self.lr[sel],
+                    self.loss_scale[sel], self.skipped[sel], self.nan_iters[sel], self.skipped_cumulative,
+                    {k: v[sel] for k, v in self.extra.items()})

@@ -25,6 +25,7 @@ class ReadStats:
     truncated_last_line: bool = False
     cut_lines: int = 0
     frameworks: dict[str, int] = field(default_factory=dict)  # records per framework
+    columnar: int = 0  # lines the block reader read in columns (not through the per-line parsers)
 
 
 def looks_binary(head: bytes) -> bool:
@@ -39,25 +40,34 @@ def looks_binary(head: bytes) -> bool:
     return bad > len(sample) // 10
 
 
-def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
-                first_line: int = 1) -> Iterator[Item]:
-    """Run parsers over text lines (no newline needed). One metric record per line at most:
-    the first parser that yields one owns the line; events from every parser are kept. Fallback
-    parsers (generic readers) only see lines no other parser claimed or swallowed (a multi-line
-    record being assembled)."""
-    parsers = parsers if parsers is not None else builtin_parsers()
-    always = [p for p in parsers if not p.hints and not p.fallback]
-    hinted = [(p, p.hints) for p in parsers if p.hints and not p.fallback]
-    fallback = [(p, p.hints) for p in parsers if p.fallback]
-    lineno = first_line - 1
-    for lineno, text in enumerate(lines, first_line):
+class Dispatcher:
+    """The parsers over lines one at a time, in order (state kept between lines). One metric
+    record per line at most: the first parser that yields one owns the line; events from every
+    parser are kept. Fallback parsers (generic readers) only see lines no other parser claimed
+    or swallowed (a multi-line record being assembled)."""
+
+    def __init__(self, parsers: list[LineParser]) -> None:
+        self.parsers = parsers
+        self.always = [p for p in parsers if not p.hints and not p.fallback]
+        self.hinted = [(p, p.hints) for p in parsers if p.hints and not p.fallback]
+        self.fallback = [(p, p.hints) for p in parsers if p.fallback]
+
+    @property
+    def pending(self) -> bool:
+        for p in self.parsers:
+            if p.pending:
+                return True
+        return False
+
+    def feed(self, text: str, lineno: int) -> list[Item]:
+        out: list[Item] = []
         claimed = False
         swallowed = False
-        for p in always:
+        for p in self.always:
             got = _feed(p, text, lineno)
             if got:
-                yield from got
-        for p, hints in hinted:
+                out.extend(got)
+        for p, hints in self.hinted:
             if not p.pending:
                 for h in hints:
                     if h in text:
@@ -74,18 +84,35 @@ def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
                     if claimed:
                         continue
                     claimed = True
-                yield item
-        if claimed or swallowed or not fallback:
-            continue
-        for p, hints in fallback:
+                out.append(item)
+        if claimed or swallowed or not self.fallback:
+            return out
+        for p, hints in self.fallback:
             if hints and not any(h in text for h in hints):
                 continue
             got = _feed(p, text, lineno)
             if got:
-                yield from got
+                out.extend(got)
                 break
-    for p in parsers:
-        yield from p.flush()
+        return out
+
+    def flush(self) -> list[Item]:
+        out: list[Item] = []
+        for p in self.parsers:
+            out.extend(p.flush())
+        return out
+
+
+def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
+                first_line: int = 1) -> Iterator[Item]:
+    """Run parsers over text lines (no newline needed), see `Dispatcher`."""
+    d = Dispatcher(parsers if parsers is not None else builtin_parsers())
+    feed = d.feed
+    for lineno, text in enumerate(lines, first_line):
+        got = feed(text, lineno)
+        if got:
+            yield from got
+    yield from d.flush()
 
 
 def _feed(parser: LineParser, text: str, lineno: int) -> list[Item] | None:
@@ -134,15 +161,18 @@ def _decoded_lines(fh, stats: ReadStats, block: int = 1 << 22) -> Iterator[str]:
         yield rest.decode("utf-8", errors="replace").rstrip("\r")
 
 
-def iter_log(path: Path, stats: ReadStats, parsers: list[LineParser] | None = None) -> Iterator[Item]:
-    """Items of one log file, streamed. Raises OSError if the file cannot be opened."""
+def iter_log(path: Path, stats: ReadStats, parsers: list[LineParser] | None = None,
+             block: int = 1 << 22) -> Iterator[Item]:
+    """Items of one log file, streamed, one line at a time (the reference path; the logs
+    collector reads through `blocks.read_into`, which gives the same). Raises OSError if the
+    file cannot be opened."""
     with open_binary(path) as fh:  # .gz / .zst logs decompressed on the fly
         head = fh.read(BINARY_SNIFF)
         if looks_binary(head):
             stats.binary = True
             return
         fh.seek(0)
-        for item in parse_lines(_decoded_lines(fh, stats), parsers):
+        for item in parse_lines(_decoded_lines(fh, stats, block), parsers):
             if isinstance(item, Record):
                 stats.frameworks[item.framework] = stats.frameworks.get(item.framework, 0) + 1
             yield item

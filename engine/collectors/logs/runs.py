@@ -12,7 +12,8 @@ from engine.collectors.logs.formats import builtin_parsers
 from engine.collectors.logs.formats.declared import TOP_KEY, DeclaredFormat, DeclaredParser, load_declared_formats
 from engine.collectors.logs.formats.hf import read_trainer_state
 from engine.collectors.logs.model import Record
-from engine.collectors.logs.reader import ReadStats, iter_log, looks_binary, parse_lines
+from engine.collectors.logs.blocks import read_into
+from engine.collectors.logs.reader import ReadStats, looks_binary, parse_lines
 from engine.collectors.logs.series import SeriesBuilder, StepSeries
 from engine.compression import open_binary
 from engine.errors import PrecdxError, Warnings
@@ -118,8 +119,7 @@ def load_run_series(case: Case, run: RunDir, warnings: Warnings) -> StepSeries |
         stats = ReadStats(str(art.path))
         parsers = [DeclaredParser(f) for f in declared] + builtin_parsers()
         try:
-            for item in iter_log(art.path, stats, parsers):
-                b.add(item)
+            read_into(art.path, stats, b, parsers)
         except OSError as exc:
             warnings.add(f"cannot read log: {exc.strerror or exc}", path=str(art.path))
             continue

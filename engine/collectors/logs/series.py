@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.collectors.logs.formats import WINDOWED
-from engine.collectors.logs.model import Event, Record
+from engine.collectors.logs.model import Event, Record, Rows
 
 MAX_EVENTS = 10_000  # events kept verbatim per run; counts stay exact beyond that
 # Per-iteration settings some formats print besides the metrics (first/last value and how often
@@ -126,6 +126,28 @@ class _RunsBuilder:
         self.values.append(v)
         self.ends.append(self.n)
         self.last = v
+
+    def extend(self, v: np.ndarray) -> None:
+        """`append` of every value of `v` in order, vectorised (same runs, same stored values)."""
+        n = int(v.size)
+        if n == 0:
+            return
+        v = np.ascontiguousarray(v, dtype=np.float64)
+        bits = v.view(np.int64)
+        nan = np.isnan(v)
+        starts = np.flatnonzero((bits[1:] != bits[:-1]) & ~(nan[1:] & nan[:-1])) + 1
+        ends = np.append(starts, n) + self.n
+        starts = np.concatenate(([0], starts))
+        first, last = float(v[0]), self.last
+        if last is not None and (first == last and (first != 0.0 or math.copysign(1.0, first) == math.copysign(1.0, last))
+                                 or (first != first and last != last)):
+            self.ends[-1] = int(ends[0])
+            starts, ends = starts[1:], ends[1:]
+        if starts.size:
+            self.values.frombytes(v[starts].tobytes())
+            self.ends.frombytes(ends.astype(np.int64).tobytes())
+            self.last = float(v[starts[-1]])
+        self.n += n
 
     def runs(self) -> Runs:
         return Runs(np.array(self.values, dtype=np.float64), np.array(self.ends, dtype=np.int64))
@@ -293,6 +315,56 @@ class _Columns:
         if len(self.step) > self.limit:
             self.fold()
 
+    def extend(self, rows: Rows) -> None:
+        """`add` of every record of `rows` in order, vectorised (same columns, counters, tracked
+        settings and folds as adding them one by one)."""
+        n = len(rows)
+        if n == 0:
+            return
+        steps = np.trunc(rows.step).astype(np.int64)  # int(float(step)): truncation toward zero
+        for name in TRACKED:
+            v = rows.extra.get(name)
+            if v is None:
+                continue
+            fin = np.isfinite(v)
+            if not fin.any():
+                continue
+            vs, ss = v[fin], steps[fin]
+            t = self.tracked.get(name)
+            if t is None:
+                t = self.tracked[name] = [int(ss[0]), float(vs[0]), int(ss[0]), float(vs[0]), 0]
+                t[4] += int(np.count_nonzero(vs[1:] != vs[:-1]))
+            else:
+                t[4] += int(np.count_nonzero(vs != np.concatenate(([t[3]], vs[:-1]))))
+            t[2], t[3] = int(ss[-1]), float(vs[-1])
+        d = np.diff(steps) if self.last_step is None else np.diff(steps, prepend=self.last_step)
+        if d.size and not (d > 0).all():
+            self.increasing = False
+            self.restarts += int(np.count_nonzero(d < 0))
+            self.duplicates += int(np.count_nonzero(d == 0))
+        self.total += n
+        self.last_step = int(steps[-1])
+        has_loss = rows.has_loss
+        self.with_loss += int(np.count_nonzero(has_loss))
+        with np.errstate(invalid="ignore"):
+            loss = np.where(has_loss, rows.loss, _NAN)
+            loss_bad = np.where(has_loss, ~np.isfinite(rows.loss), rows.loss_missing).astype(np.float64)
+            gn = np.where(rows.has_grad_norm, rows.grad_norm, _NAN)
+            gn_bad = (rows.has_grad_norm & ~np.isfinite(rows.grad_norm)).astype(np.float64)
+        self.cumulative = self.cumulative or rows.skipped_cumulative
+        cols = (("loss_bad", loss_bad), ("gn", gn), ("gn_bad", gn_bad), ("lr", rows.lr),
+                ("scale", rows.loss_scale), ("skipped", rows.skipped), ("nan_iters", rows.nan_iters))
+        i = 0
+        while i < n:  # a fold happens as soon as the buffer outgrows the limit, as in `add`
+            j = min(n, i + max(1, self.limit + 1 - len(self.step)))
+            self.step.frombytes(steps[i:j].tobytes())
+            self.loss.frombytes(np.ascontiguousarray(loss[i:j]).tobytes())
+            for attr, values in cols:  # (a fold replaces the builders)
+                getattr(self, attr).extend(values[i:j])
+            if len(self.step) > self.limit:
+                self.fold()
+            i = j
+
     def __len__(self) -> int:
         return self.total if self.windows is not None else len(self.step)
 
@@ -301,67 +373,91 @@ class _Columns:
         for name in ("loss_bad", "gn", "gn_bad", "lr", "scale", "skipped", "nan_iters"):
             setattr(self, name, _RunsBuilder())
 
+    def buffered(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """The buffered points as dense arrays (steps, loss, other columns by StepSeries name)."""
+        cols = {"loss_bad": self.loss_bad, "grad_norm": self.gn, "gn_bad": self.gn_bad, "lr": self.lr,
+                "loss_scale": self.scale, "skipped": self.skipped, "nan_iters": self.nan_iters}
+        return (np.array(self.step, dtype=np.int64), np.array(self.loss, dtype=np.float64),
+                {k: b.runs().dense() for k, b in cols.items()})
+
     def fold(self, final: bool = False) -> None:
         """Fold the buffered points into windows (all of them when `final`, else whole windows
-        of k, the rest staying buffered), applying first the per-point adjustments `build`
-        makes on a whole series (last occurrence wins, cumulative skips, all-skipped windows)."""
+        of k, the rest staying buffered), after the same normalisation `build` applies to a whole
+        series (`normalise`: last occurrence wins, cumulative skips, all-skipped windows)."""
         if not self.step:
             return
         if self.windows is None:
             self.windows = Windows()
             self.windows.k = FOLD
         w = self.windows
-        steps = np.array(self.step, dtype=np.int64)
-        loss = np.array(self.loss, dtype=np.float64)
-        cols = {"loss_bad": self.loss_bad.runs().dense(), "grad_norm": self.gn.runs().dense(),
-                "gn_bad": self.gn_bad.runs().dense(), "lr": self.lr.runs().dense(),
-                "loss_scale": self.scale.runs().dense(), "skipped": self.skipped.runs().dense(),
-                "nan_iters": self.nan_iters.runs().dense()}
+        steps, loss, cols = self.buffered()
         self._reset_buffer()
-        if np.any(np.diff(steps) <= 0):
-            rev = steps[::-1]
-            _, first_idx = np.unique(rev, return_index=True)
-            keep = steps.size - 1 - first_idx
-            keep.sort()
-            keep = keep[np.argsort(steps[keep], kind="stable")]
-            steps, loss = steps[keep], loss[keep]
-            cols = {k: v[keep] for k, v in cols.items()}
+        steps, loss, cols = last_wins(steps, loss, cols)
         w.drop_from(int(steps[0]))
         m = steps.size if final else (steps.size // w.k) * w.k
-        rest = slice(m, None)
-        head = slice(0, m)
         if m:
-            h_steps, h_loss = steps[head], loss[head]
-            h = {k: v[head].copy() for k, v in cols.items()}
-            if self.cumulative:
-                sk = h["skipped"]
-                known = ~np.isnan(sk)
-                vals = sk[known]
-                diffs = np.diff(np.concatenate([[self._cum_last], vals]))
-                if vals.size:
-                    self._cum_last = float(vals[-1])
-                sk[known] = np.maximum(diffs, 0)
-            if self.framework in WINDOWED and np.any(h["skipped"] >= 1):
-                prev = self._prev_step
-                if prev is None:
-                    prev = int(h_steps[0]) - (int(np.median(np.diff(h_steps))) if h_steps.size > 1 else 1)
-                gap = np.diff(h_steps, prepend=prev)
-                sk = h["skipped"]
-                all_skipped = ~np.isnan(sk) & (sk >= np.maximum(gap, 1))
-                h_loss = np.where(all_skipped, np.nan, h_loss)
-                h["loss_bad"] = ((h["loss_bad"] != 0) & ~all_skipped).astype(float)
+            h_steps, h_loss = steps[:m], loss[:m]
+            h = {k: v[:m].copy() for k, v in cols.items()}
+            h_loss, self._cum_last = normalise(h_steps, h_loss, h, self.framework, self.cumulative,
+                                               self._cum_last, self._prev_step)
             self._prev_step = int(h_steps[-1])
             w.append(h_steps, h_loss, h, w.k)
             while len(w) > self.max_windows:
                 w.halve()
-        if steps.size > m:  # back into the buffer
-            self.step.extend(steps[rest].tolist())
-            self.loss.extend(loss[rest].tolist())
+        if steps.size > m:  # back into the buffer, as logged (normalised when folded)
+            self.step.frombytes(steps[m:].tobytes())
+            self.loss.frombytes(loss[m:].tobytes())
             for attr, name in (("loss_bad", "loss_bad"), ("gn", "grad_norm"), ("gn_bad", "gn_bad"), ("lr", "lr"),
                                ("scale", "loss_scale"), ("skipped", "skipped"), ("nan_iters", "nan_iters")):
-                b = getattr(self, attr)
-                for v in cols[name][rest].tolist():
-                    b.append(v)
+                getattr(self, attr).extend(cols[name][m:])
+
+
+def last_wins(steps: np.ndarray, loss: np.ndarray, cols: dict[str, np.ndarray]
+              ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Points sorted by step with the last occurrence of each step kept (a restart re-logs
+    steps): unchanged when the steps already increase."""
+    if steps.size < 2 or (np.diff(steps) > 0).all():
+        return steps, loss, cols
+    rev = steps[::-1]
+    _, first_idx = np.unique(rev, return_index=True)
+    keep = steps.size - 1 - first_idx
+    keep.sort()
+    keep = keep[np.argsort(steps[keep], kind="stable")]
+    return steps[keep], loss[keep], {k: v[keep] for k, v in cols.items()}
+
+
+def normalise(steps: np.ndarray, loss: np.ndarray, cols: dict[str, np.ndarray], framework: str,
+              cumulative: bool, cum_last: float = 0.0, prev_step: int | None = None,
+              borrow=None) -> tuple[np.ndarray, float]:
+    """The per-point adjustments both storage paths make (issue 15: one normalisation), on
+    step-sorted unique points; `cols` is updated in place, the loss returned with the running
+    skip total:
+      - DeepSpeed's cumulative `skipped` becomes per-line counts (a restart resets the total),
+        continuing from `cum_last`;
+      - `borrow(steps)`, when given and the curve has no skip counts, supplies them (a DeepSpeed
+        engine line beside the client's loss lines);
+      - in windowed formats, a window whose every iteration was skipped has no loss (Megatron
+        averages only non-skipped iterations and prints 0.0 or drops the key): that is a skip,
+        not a NaN. The window of the first point reaches back to `prev_step` (else one median
+        interval)."""
+    sk = cols["skipped"]
+    if cumulative and steps.size:
+        known = ~np.isnan(sk)
+        vals = sk[known]
+        diffs = np.diff(np.concatenate([[cum_last], vals]))
+        if vals.size:
+            cum_last = float(vals[-1])
+        sk[known] = np.maximum(diffs, 0)
+    if borrow is not None and not np.any(~np.isnan(sk)):
+        cols["skipped"] = sk = borrow(steps)
+    if framework in WINDOWED and steps.size and np.any(sk >= 1):
+        if prev_step is None:
+            prev_step = int(steps[0]) - (int(np.median(np.diff(steps))) if steps.size > 1 else 1)
+        gap = np.diff(steps, prepend=prev_step)
+        all_skipped = ~np.isnan(sk) & (sk >= np.maximum(gap, 1))
+        loss = np.where(all_skipped, np.nan, loss)
+        cols["loss_bad"] = ((cols["loss_bad"] != 0) & ~all_skipped).astype(np.float64)
+    return loss, cum_last
 
 
 _RUN_FIELDS = ("loss_bad", "grad_norm", "gn_bad", "lr", "loss_scale", "skipped", "nan_iters")
@@ -478,15 +574,83 @@ class SeriesBuilder:
         self.bad_steps = 0  # train records dropped for an impossible step number
         self._pending: dict[str, list[Record]] = {}  # step-less records before any progress counter
         self._dated: set[str] = set()                # frameworks whose records got a counter
+        # Records found in columns by the vectorised reader, not yet added (see `queue`).
+        self._queue: dict[str, list] = {}  # framework -> [Rows, index of the first row not added]
+        self._at = 0          # line of the item being added (its place in the stream)
+        self._last_line = 0   # line of the record that set _last_step
 
-    def add(self, item: Record | Event) -> None:
+    def queue(self, rows: Rows) -> None:
+        """Train records of one framework found in columns, in line order, later in the stream
+        than everything added so far. They are added lazily, as they would have been one by one:
+        before a later record of the same framework, and all at `settle()`; an event in between
+        still takes the step logged just before its line. Items added meanwhile pass their line
+        (`add(item, at=line)`); an item without one settles the queue first."""
+        step = rows.step
+        sane = np.abs(step) <= MAX_STEP if step.dtype.kind in "iu" else np.isfinite(step) & (np.abs(step) <= MAX_STEP)
+        if not sane.all():
+            self.bad_steps += int(np.count_nonzero(~sane))
+            rows = rows.part(sane)
+        if not len(rows):
+            return
+        if rows.framework in self._queue:
+            self._flush_queue(rows.framework)
+        self._queue[rows.framework] = [rows, 0]
+
+    def settle(self) -> None:
+        """Add every queued record."""
+        for fw in sorted(self._queue, key=lambda f: int(self._queue[f][0].line[self._queue[f][1]])):
+            self._flush_queue(fw)
+
+    def _flush_queue(self, fw: str, before: int | None = None) -> None:
+        """Add the queued records of `fw` (those on lines before `before`, else all)."""
+        rows, cur = self._queue[fw]
+        end = len(rows) if before is None else int(np.searchsorted(rows.line, before))
+        if end > cur:
+            self._new_cols_before(int(rows.line[cur]))
+            cols = self._cols.get(fw)
+            if cols is None:
+                cols = self._cols[fw] = _Columns(fw)
+            cols.extend(rows.part(slice(cur, end)))
+            self._ordinal[fw] = self._ordinal.get(fw, 0) + end - cur
+            last = int(rows.line[end - 1])
+            if last > self._last_line:
+                self._last_line, self._last_step = last, cols.last_step
+        if end >= len(rows):
+            del self._queue[fw]
+        else:
+            self._queue[fw][1] = end
+
+    def _new_cols_before(self, line: int) -> None:
+        """Frameworks keep the order of their first record (it breaks ties in `primary`): create
+        the columns of queued frameworks whose first record comes before `line`."""
+        for fw in sorted((f for f in self._queue if f not in self._cols), key=lambda f: int(self._queue[f][0].line[0])):
+            if int(self._queue[fw][0].line[0]) < line:
+                self._cols[fw] = _Columns(fw)
+
+    def _step_before(self, line: int) -> int | None:
+        """The step of the last record before `line`, queued records included."""
+        best_line, best = self._last_line, self._last_step
+        for rows, cur in self._queue.values():
+            k = int(np.searchsorted(rows.line, line)) - 1
+            if k >= cur and int(rows.line[k]) > best_line:
+                best_line, best = int(rows.line[k]), int(np.trunc(rows.step[k]))
+        return best
+
+    def add(self, item: Record | Event, at: int | None = None) -> None:
+        if self._queue:
+            if at is None:
+                self.settle()
+            elif isinstance(item, Record) and item.kind == "train" and item.framework in self._queue:
+                self._flush_queue(item.framework, at)
+        self._at = at if at is not None else self._last_line
         if isinstance(item, Event):
             if item.kind == "rerun_unexpected_result" and item.step is not None:
                 self._rerun_step = item.step
             if item.step is None and item.kind.startswith("rerun_") and self._rerun_step is not None:
                 item.step = self._rerun_step  # verdict lines belong to the iteration being re-run
             if item.step is None and item.kind != "checkpoint_load":
-                item.step = self._last_step  # the step logged just before the line
+                # the step logged just before the line
+                item.step = self._step_before(at) if self._queue and at is not None else self._last_step
             self.event_counts[item.kind] = self.event_counts.get(item.kind, 0) + 1
             if len(self.events) < MAX_EVENTS:
                 self.events.append(item)
@@ -520,14 +684,18 @@ class SeriesBuilder:
     def _add_train(self, item: Record) -> None:
         cols = self._cols.get(item.framework)
         if cols is None:
+            if self._queue:
+                self._new_cols_before(self._at)
             cols = self._cols[item.framework] = _Columns(item.framework)
         n = self._ordinal.get(item.framework, 0) + 1
         self._ordinal[item.framework] = n
         cols.add(item, n)
         self._last_step = cols.last_step
+        self._last_line = max(self._last_line, self._at)
 
     def flush_pending(self) -> None:
         """Step-less records no counter ever dated keep their line order (1, 2, ...)."""
+        self.settle()
         pending, self._pending = self._pending, {}
         for recs in pending.values():
             for rec in recs:
@@ -546,72 +714,44 @@ class SeriesBuilder:
                                               k == "hf_trainer_state"))
 
     def build(self, framework: str | None = None) -> StepSeries | None:
+        self.settle()
         framework = framework or self.primary()
         if framework is None:
             return None
         c = self._cols[framework]
         if c.windows is not None:
             return self._build_folded(framework, c)
-        steps = np.array(c.step, dtype=np.int64)
-        loss = np.array(c.loss, dtype=np.float64)
-        runs = {"loss_bad": c.loss_bad.runs(), "grad_norm": c.gn.runs(), "gn_bad": c.gn_bad.runs(),
-                "lr": c.lr.runs(), "loss_scale": c.scale.runs(), "skipped": c.skipped.runs(),
-                "nan_iters": c.nan_iters.runs()}
-        restarts = duplicates = 0
-        if not c.increasing:  # restarts or re-logged steps: only then index through a copy
-            d = np.diff(steps)
-            restarts, duplicates = int(np.sum(d < 0)), int(np.sum(d == 0))
-            del d
-            # Last occurrence of each step wins: reverse, take first unique, restore order.
-            rev = steps[::-1]
-            _, first_idx = np.unique(rev, return_index=True)
-            keep = (steps.size - 1 - first_idx)
-            keep.sort()
-            keep = keep[np.argsort(steps[keep], kind="stable")]
-            steps, loss = steps[keep], loss[keep]
-            runs = {k: Runs.of(r.dense()[keep]) for k, r in runs.items()}
-        if c.cumulative and steps.size:
-            skipped = runs["skipped"].dense()
-            known = ~np.isnan(skipped)
-            vals = skipped[known]
-            diffs = np.diff(np.concatenate([[0.0], vals]))
-            skipped[known] = np.maximum(diffs, 0)  # a restart resets the running total
-            runs["skipped"] = Runs.of(skipped)
-        # A DeepSpeed engine line without loss can sit beside the client's loss lines: borrow
-        # its skip counts when the curve itself has none.
-        if not runs["skipped"].any_present() and "deepspeed" in self._cols and framework != "deepspeed":
-            aux = self.build("deepspeed")
-            if aux is not None and aux.steps.size:
-                lookup = dict(zip(aux.steps.tolist(), aux.skipped.tolist()))
-                runs["skipped"] = Runs.of(np.array([lookup.get(s, _NAN) for s in steps.tolist()],
-                                                   dtype=np.float64))
-        if framework in WINDOWED and steps.size and np.any(runs["skipped"].values >= 1):
-            # Megatron averages only non-skipped iterations: a window whose every iteration was
-            # skipped has no loss (it prints 0.0 or drops the key); that is a skip, not a NaN.
-            # (A skip count >= the window is >= 1: without one, nothing changes.)
-            skipped = runs["skipped"].dense()
-            gap = np.diff(steps, prepend=steps[0] - (int(np.median(np.diff(steps))) if steps.size > 1 else 1))
-            all_skipped = ~np.isnan(skipped) & (skipped >= np.maximum(gap, 1))
-            loss = np.where(all_skipped, np.nan, loss)
-            loss_bad = runs["loss_bad"].dense().astype(bool) & ~all_skipped
-            runs["loss_bad"] = Runs.of(loss_bad.astype(np.float64))
+        steps, loss, cols = last_wins(*c.buffered())
+        loss, _ = normalise(steps, loss, cols, framework, c.cumulative, borrow=self._borrow(framework))
+        runs = {k: Runs.of(v) for k, v in cols.items()}
+        restarts, duplicates = c.restarts, c.duplicates
         return StepSeries(
             run=self.run, role=self.role, framework=framework, steps=steps, loss=loss, runs=runs,
             windowed=framework in WINDOWED, step_inferred=c.inferred > 0, restarts=restarts,
             duplicate_lines=duplicates, eval_records=self.evals, events=list(self.events),
             event_counts=dict(self.event_counts), sources=list(self.sources), tracked=dict(c.tracked))
 
+    def _borrow(self, framework: str):
+        """A DeepSpeed engine line without loss can sit beside the client's loss lines: the
+        function giving its skip counts at given steps, for a curve that has none of its own."""
+        if "deepspeed" not in self._cols or framework == "deepspeed":
+            return None
+
+        def borrow(steps: np.ndarray) -> np.ndarray:
+            aux = self.build("deepspeed")
+            if aux is None or not aux.steps.size:
+                return np.full(steps.size, _NAN)
+            lookup = dict(zip(aux.steps.tolist(), aux.skipped.tolist()))
+            return np.array([lookup.get(s, _NAN) for s in steps.tolist()], dtype=np.float64)
+        return borrow
 
     def _build_folded(self, framework: str, c: _Columns) -> StepSeries:
         c.fold(final=True)
         assert c.windows is not None
         steps, loss, runs = c.windows.series()
-        if not runs["skipped"].any_present() and "deepspeed" in self._cols and framework != "deepspeed":
-            aux = self.build("deepspeed")
-            if aux is not None and aux.steps.size:
-                lookup = dict(zip(aux.steps.tolist(), aux.skipped.tolist()))
-                runs["skipped"] = Runs.of(np.array([lookup.get(s, _NAN) for s in steps.tolist()],
-                                                   dtype=np.float64))
+        borrow = self._borrow(framework)
+        if borrow is not None and not runs["skipped"].any_present():
+            runs["skipped"] = Runs.of(borrow(steps))
         return StepSeries(
             run=self.run, role=self.role, framework=framework, steps=steps, loss=loss, runs=runs,
             windowed=framework in WINDOWED, step_inferred=c.inferred > 0, restarts=c.restarts,

@@ -17,6 +17,15 @@ class LineParser:
     hints: tuple[str, ...] = ()
     pending: bool = False  # True while a multi-line record is being assembled
     fallback: bool = False  # a generic reader: only lines no other parser claimed or swallowed
+    # Stateless and yields records only (no events): on a line an earlier parser claimed, what
+    # it would read is dropped, so the block reader may skip it there.
+    pure: bool = False
+
+    @property
+    def triggers(self) -> tuple[str, ...] | None:
+        """Literals at least one of which a line must contain for `feed` to yield anything or
+        change state (while not `pending`); None: any line may matter."""
+        return self.hints or None
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         raise NotImplementedError

@@ -102,10 +102,19 @@ def load_declared_formats(path: str | Path) -> list[DeclaredFormat]:
 class DeclaredParser(LineParser):
     """Runs one declared format over lines."""
 
+    pure = True
+
     def __init__(self, fmt: DeclaredFormat) -> None:
         self.fmt = fmt
         self.name = fmt.name
         self.hints = (fmt.contains,) if fmt.contains else ()
+
+    @property
+    def triggers(self) -> tuple[str, ...] | None:
+        if self.hints:
+            return self.hints
+        literal = required_literal(self.fmt.regex)
+        return (literal,) if literal else None
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         m = self.fmt.regex.search(text)
@@ -180,3 +189,52 @@ def _nested_unbounded_repeat(pattern: str) -> bool:
         return risky(parser.parse(pattern))
     except Exception:  # noqa: BLE001 - compile() already accepted it; never block on our own check
         return False
+
+
+def required_literal(regex: re.Pattern) -> str | None:
+    """The longest run of literal characters every match of `regex` contains (None when there
+    is none: a top-level alternation, case-insensitive matching, ...): a line without it cannot
+    match, so the block reader need not run the regex there."""
+    if regex.flags & re.IGNORECASE:
+        return None
+    try:
+        from re import _constants as const, _parser as parser  # Python 3.11+
+    except ImportError:  # pragma: no cover
+        import sre_constants as const  # type: ignore[no-redef]
+        import sre_parse as parser  # type: ignore[no-redef]
+    try:
+        items = parser.parse(regex.pattern, regex.flags)
+    except Exception:  # noqa: BLE001 - compile() accepted it; no prefilter then
+        return None
+    if items.state.flags & re.IGNORECASE:
+        return None
+    best, run = "", []
+
+    def walk(seq) -> None:
+        nonlocal best, run
+        for op, av in seq:
+            if op == const.LITERAL:
+                run.append(chr(av))
+                continue
+            if op == const.SUBPATTERN and av[1] == 0 and av[2] == 0:  # a plain group: its items are required
+                walk(av[-1])
+                continue
+            if op in (const.MAX_REPEAT, const.MIN_REPEAT) and av[0] >= 1:
+                if len(run) > len(best):
+                    best = "".join(run)
+                run = []
+                body = list(av[2])
+                if len(body) == 1 and body[0][0] == const.LITERAL:  # "a+" requires one "a"
+                    run.append(chr(body[0][1]))
+                if len(run) > len(best):
+                    best = "".join(run)
+                run = []
+                continue
+            if len(run) > len(best):
+                best = "".join(run)
+            run = []
+
+    walk(items)
+    if len(run) > len(best):
+        best = "".join(run)
+    return best or None

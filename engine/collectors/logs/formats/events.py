@@ -56,6 +56,7 @@ _RULES: tuple[tuple[str, str], ...] = (
 class EventParser(LineParser):
     name = "events"
     hints = ()  # every line; the compiled prefilter does the selection
+    triggers = _NEEDLES
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         for needle in _NEEDLES:

@@ -14,6 +14,7 @@ NANOGPT_EVAL = re.compile(r"\bstep (\d+): train loss (" + NUM + r"), val loss ("
 
 class NanoGptParser(LineParser):
     name = "nanogpt"
+    pure = True
     hints = ("iter ", "train loss")
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
@@ -32,6 +33,7 @@ NANOTRON = re.compile(r"iteration: (\d+) / (\d+) \|")
 
 class NanotronParser(LineParser):
     name = "nanotron"
+    pure = True
     hints = ("iteration: ",)
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
@@ -53,6 +55,7 @@ MM_PAIR = re.compile(r"\b(\w+): (" + NUM + r")(?=\s|$)")
 
 class MmengineParser(LineParser):
     name = "mmengine"
+    pure = True
     hints = ("(train)",)
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
@@ -73,6 +76,7 @@ VEOMNI = re.compile(r"\|\s*(\d+)/(\d+) \[[^\]]*?,\s*loss: (" + NUM + r")(?:, gra
 
 class VeomniParser(LineParser):
     name = "veomni"
+    pure = True
     hints = (", loss: ",)
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
@@ -103,6 +107,7 @@ class KeyValueParser(LineParser):
     name = "keyvalue"
     hints = ("loss",)
     fallback = True
+    pure = True
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         if not any(sep in text for sep in ("|", ",", ";")):

@@ -15,6 +15,7 @@ POSTFIX = re.compile(r"([A-Za-z_][\w/]*)=([^,\]\s]+)")
 
 class NemoParser(LineParser):
     name = "nemo"
+    pure = True
     hints = ("Training epoch", "reduced_train_loss=")
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:

@@ -14,6 +14,7 @@ STEP = re.compile(r"(validate )?step:\s*(\d+)\s+loss:\s*(" + NUM + r")\s+(?:grad
 
 class TorchtitanParser(LineParser):
     name = "torchtitan"
+    pure = True
     hints = ("step:",)
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:

@@ -1,0 +1,673 @@
+"""The block reader: the logs collector's fast path (issue 17). Same result as the per-line
+reader (`reader.iter_log` fed to a `SeriesBuilder`), at a fraction of the cost on big logs.
+
+The file is read in the per-line reader's blocks (same cuts, same over-long-line handling, same
+decoding), and each block is looked at as bytes, with numpy and pyarrow, never as one Python
+object per line:
+
+- Megatron-family iteration lines (`... iteration N/ T | key: value | ... |`) are matched against
+  line layouts (`_Layout`: the bytes around the values, with digits of timestamps and counters as
+  wildcards) learnt from the first line of each layout; the lines that match are read in
+  columns: numbers cast in bulk, records handed to the builder as `Rows`. The layout is accepted
+  only when no literal that could make another parser act (claim the line, emit an event, change
+  state) can occur in a matching line outside its values, and a value that is not a plain number
+  is read (and looked at) the per-line way.
+- Every other line goes to the per-line parsers (`Dispatcher`) only when it holds one of the
+  literals some parser needs (`LineParser.triggers`, found with one RE2 scan over those lines);
+  lines holding none cannot yield anything and are skipped. A parser assembling a multi-line
+  record sees every line until it is done, as before.
+- Records and events reach the builder in line order (`SeriesBuilder.queue` / `add(at=)`).
+
+Megatron lines are read in columns in files of COLUMNS_FROM bytes or more (pyarrow's first cast
+sets up its kernels, which costs more than a small log line by line). Falls back to the per-line
+reader when a parser may act on any line (a declared format whose regex requires no literal and
+has no `contains`), or when pyarrow is missing.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.collectors.logs.formats import builtin_parsers
+from engine.collectors.logs.formats.base import LineParser
+from engine.collectors.logs.formats.megatron import _AFTER_LOSSES, HEADER, MegatronParser
+from engine.collectors.logs.model import Record, Rows, parse_num
+from engine.collectors.logs.reader import (BINARY_SNIFF, MAX_LINE, Dispatcher, ReadStats, iter_log, looks_binary)
+from engine.compression import open_binary
+
+try:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+except ImportError:  # pragma: no cover - a core dependency; the per-line reader still works
+    pa = pc = None
+
+BLOCK = 1 << 22            # bytes read at a time (the per-line reader's block: same cuts)
+COLUMNS_FROM = 8 << 20     # files this big or bigger have their Megatron lines read in columns
+MAX_LAYOUTS = 64           # line layouts remembered per file
+MAX_TRIES = 32             # lines a block tries to learn a layout from (the rest go per line)
+THREADS: int | None = None  # scan threads (None: from the CPU count, see _threads)
+_ITER = b"iteration"
+# Megatron keys read into columns: normalised key -> Rows field / tracked extra.
+_FIELDS = {"lm loss": "loss", "learning rate": "lr", "loss scale": "loss_scale", "grad norm": "grad_norm",
+           "number of skipped iterations": "skipped", "number of nan iterations": "nan_iters",
+           "global batch size": "global_batch_size", "consumed samples": "consumed_samples",
+           "consumed tokens": "consumed_tokens"}
+_VALUE_CHARS = set(b" 0123456789+-.eE")  # what a finite value the bulk cast takes (and its padding) holds
+_POW10F = 10.0 ** np.arange(1, 17)  # a whole number below 2^53 has 1 + (powers <= it) digits
+# What the Megatron parser reads when not mid-record: an iteration header or a validation line
+# (the byte patterns of `HEADER` / `VALIDATION`, widened so that every line Python's Unicode \s
+# and \d match is found: any non-ASCII byte counts as both).
+_S = r"(?:[\t-\r\x1c-\x1f ]|[\x80-\xff])"
+_D = r"(?:[0-9]|[\x80-\xff])"
+_MEGATRON_LINE = f"iteration{_S}+{_D}+{_S}*/{_S}*{_D}+{_S}*\\||validation loss at iteration"
+_STRICT_NUM = r"^[+-]?(?:[0-9]+\.?[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)$"
+
+
+def read_into(path: Path, stats: ReadStats, builder, parsers: list[LineParser] | None = None,
+              block: int = BLOCK, columns: bool | None = None) -> None:
+    """Feed the records and events of one log file to `builder` (a SeriesBuilder), as
+    `for item in iter_log(path, stats, parsers): builder.add(item)` would. `columns`: read
+    Megatron iteration lines in columns (default: for files of COLUMNS_FROM bytes or more; below
+    that the bulk cast's one-time set-up costs more than it saves). Raises OSError if the file
+    cannot be opened."""
+    parsers = parsers if parsers is not None else builtin_parsers()
+    if columns is None:
+        columns = os.path.getsize(path) >= COLUMNS_FROM
+    plan = _Plan.of(parsers, columns)
+    if plan is None:
+        for item in iter_log(path, stats, parsers):
+            builder.add(item)
+        return
+    with open_binary(path) as fh:  # .gz / .zst logs decompressed on the fly
+        head = fh.read(BINARY_SNIFF)
+        if looks_binary(head):
+            stats.binary = True
+            return
+        fh.seek(0)
+        _Reader(plan, stats, builder).run(fh, block)
+
+
+def _threads() -> int:
+    """Scan threads: THREADS when set, else up to 2 (the CPU count permitting); more add
+    little, the parsers' state being fed on one thread."""
+    return max(1, THREADS) if THREADS else max(1, min(2, os.cpu_count() or 1))
+
+
+def _result(task):
+    return task.result() if isinstance(task, Future) else task
+
+
+@dataclass
+class _Scan:
+    body: bytes
+    starts: np.ndarray     # line starts (block offsets)
+    nl: np.ndarray         # line ends (the newline)
+    rows: "Rows | None"    # Megatron rows read in columns (line = index in the block)
+    row_idx: np.ndarray
+    fast: np.ndarray       # per line: read in columns
+    residual: np.ndarray   # other lines holding a trigger
+
+
+def _escape(literal: bytes) -> str:
+    """An RE2 pattern (binary, Latin-1 mode: one byte per character) matching `literal`."""
+    out = []
+    for b in literal:
+        c = chr(b)
+        out.append(c if c.isalnum() and b < 128 else f"\\x{b:02x}")
+    return "".join(out)
+
+
+class _Plan:
+    """What the block reader needs to know about the parsers of one file."""
+
+    def __init__(self, parsers: list[LineParser], triggers: list[bytes], megatron: MegatronParser | None,
+                 columns: bool, relevant: list[bytes]) -> None:
+        self.dispatcher = Dispatcher(parsers)
+        alternatives = [_escape(t) for t in sorted(set(triggers))]
+        if megatron is not None:
+            alternatives.append(_MEGATRON_LINE)
+        self.any_trigger = "|".join(alternatives)
+        self.megatron = megatron if columns else None  # read its iteration lines in columns
+        self.relevant = relevant                      # literals that matter on a Megatron line
+        self.relevant_text = [t.decode("utf-8") for t in relevant]
+
+    @classmethod
+    def of(cls, parsers: list[LineParser], columns: bool = True) -> "_Plan | None":
+        if pa is None:
+            return None
+        triggers: list[bytes] = []
+        for p in parsers:
+            t = p.triggers
+            if t is None:
+                return None  # that parser may act on any line: read every line
+            triggers.extend(x.encode("utf-8") for x in t if x)
+        if any(b"\xef\xbf\xbd" in t for t in triggers):  # U+FFFD: also what undecodable bytes read as
+            return None
+        triggers = [t for t in triggers if b"\n" not in t]  # never inside one line
+        megatron = next((p for p in parsers if isinstance(p, MegatronParser)), None)
+        if megatron is not None:  # its hint is common in prose: look for its lines themselves
+            triggers = [t for t in triggers if t not in {h.encode() for h in megatron.hints}
+                        or any(t in {h.encode() for h in (p.triggers or ())} for p in parsers if p is not megatron)]
+        relevant: list[bytes] = []
+        if megatron is not None:
+            at = parsers.index(megatron)
+            for i, p in enumerate(parsers):
+                # A parser before Megatron's may claim the line; one after it only matters when it
+                # emits events or keeps state (the records of a pure one are dropped there).
+                if i == at or p.fallback or (i > at and p.pure):
+                    continue
+                relevant.extend(x.encode("utf-8") for x in (p.triggers or ()) if x)
+        return cls(parsers, triggers, megatron, columns, sorted(set(relevant)))
+
+
+class _Reader:
+    def __init__(self, plan: _Plan, stats: ReadStats, builder) -> None:
+        self.plan = plan
+        self.stats = stats
+        self.builder = builder
+        self.disp = plan.dispatcher
+        self.lineno = 0  # lines before the current block
+        self.layouts: list[_Layout] = []  # most recently used first; shared by the scan threads
+        self.lock = threading.Lock()
+
+    # -- the per-line reader's cuts ------------------------------------------------------------
+    def run(self, fh, block: int) -> None:
+        """Cut the file as the per-line reader does; blocks are scanned (numpy/pyarrow, no GIL
+        held for most of it) on worker threads while this thread feeds the builder in order."""
+        stats = self.stats
+        threads = _threads()
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="precdx-logs") if threads > 1 else None
+        todo: deque = deque()  # scans (futures) and per-line texts, in file order
+
+        def push(task) -> None:
+            todo.append(task)
+            while len(todo) > threads:
+                self._merge(_result(todo.popleft()))
+
+        rest = b""
+        skipping = False
+        try:
+            while True:
+                chunk = fh.read(block)
+                if not chunk:
+                    break
+                stats.bytes += len(chunk)
+                data = rest + chunk if rest else chunk
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    rest = b"" if skipping else data
+                    if len(rest) > MAX_LINE:
+                        stats.cut_lines += 1
+                        push(("cut", [rest[:MAX_LINE].decode("utf-8", errors="replace")]))
+                        rest, skipping = b"", True
+                    continue
+                body, rest = data[:cut + 1], data[cut + 1:]
+                if skipping:  # the tail of an over-long line ends here
+                    body = body[body.find(b"\n") + 1:]
+                    skipping = False
+                if body:
+                    push(pool.submit(self._scan, body) if pool is not None else self._scan(body))
+            while todo:
+                self._merge(_result(todo.popleft()))
+        finally:
+            if pool is not None:
+                for task in todo:
+                    if isinstance(task, Future):
+                        task.cancel()
+                pool.shutdown(wait=True)
+        if rest and not skipping:
+            stats.truncated_last_line = True
+            self._lines([rest.decode("utf-8", errors="replace").rstrip("\r")])
+        for item in self.disp.flush():
+            self._count(item)
+            self.builder.add(item)
+        self.builder.settle()
+
+    def _count(self, item) -> None:
+        if isinstance(item, Record):
+            fw = self.stats.frameworks
+            fw[item.framework] = fw.get(item.framework, 0) + 1
+
+    def _lines(self, texts: list[str]) -> None:
+        """Lines through the per-line parsers (texts already cut and stripped as the per-line
+        reader does)."""
+        feed, add, count = self.disp.feed, self.builder.add, self._count
+        for text in texts:
+            self.lineno += 1
+            self.stats.lines += 1
+            for item in feed(text, self.lineno):
+                count(item)
+                add(item, at=self.lineno)
+
+    # -- one block of whole lines ----------------------------------------------------------------
+    def _scan(self, body: bytes) -> "_Scan | list[str]":
+        """What can be known of a block without the parsers' state (runs on a worker thread):
+        its lines, the Megatron rows read in columns, the other lines holding a trigger. A
+        block with a line to cut comes back as its lines' texts, as the per-line reader reads them."""
+        a = np.frombuffer(body, dtype=np.uint8)
+        nl = np.flatnonzero(a == 10)
+        n = int(nl.size)
+        starts = np.empty(n, dtype=np.int64)
+        starts[0] = 0
+        starts[1:] = nl[:-1] + 1
+        if int((nl - starts).max()) > MAX_LINE:
+            texts = body[:-1].decode("utf-8", errors="replace").split("\n")
+            return texts  # cut in _merge (it counts)
+        rows, row_idx = (None, np.zeros(0, dtype=np.int64))
+        if self.plan.megatron is not None:
+            rows, row_idx = self._megatron(body, a, starts, nl)
+        fast = np.zeros(n, dtype=bool)
+        fast[row_idx] = True
+        return _Scan(body, starts, nl, rows, row_idx, fast, self._with_triggers(body, starts, nl, fast))
+
+    def _merge(self, scan: "_Scan | list[str] | tuple") -> None:
+        """Feed one scanned block to the parsers (the lines that need them) and the builder."""
+        if isinstance(scan, tuple):  # the head of an over-long line without a newline
+            self._lines(scan[1])
+            return
+        if isinstance(scan, list):
+            texts = scan
+            for j, t in enumerate(texts):
+                if len(t) > MAX_LINE:
+                    self.stats.cut_lines += 1
+                    t = t[:MAX_LINE]
+                texts[j] = t[:-1] if t.endswith("\r") else t
+            self._lines(texts)
+            return
+        body, starts, nl, fast = scan.body, scan.starts, scan.nl, scan.fast
+        n = int(nl.size)
+        first = self.lineno + 1
+        self.stats.lines += n
+        # Items of the residual lines, in order; a parser mid-record sees the following lines too.
+        items: list[tuple[int, object]] = []
+        taken: list[int] = []
+        disp, feed = self.disp, self.disp.feed
+        pos = 0
+        i = -1
+        res = scan.residual.tolist()
+        while True:
+            if disp.pending:
+                i += 1
+            else:
+                while pos < len(res) and res[pos] <= i:
+                    pos += 1
+                if pos >= len(res):
+                    break
+                i = res[pos]
+            if i >= n:
+                break
+            text = body[int(starts[i]):int(nl[i])].decode("utf-8", errors="replace")
+            if text.endswith("\r"):
+                text = text[:-1]
+            if fast[i]:
+                taken.append(i)
+            for item in feed(text, first + i):
+                items.append((first + i, item))
+        self.lineno += n
+        rows = scan.rows
+        if rows is not None and len(rows):
+            if taken:
+                rows = rows.part(~np.isin(scan.row_idx, np.array(taken, dtype=np.int64)))
+            if len(rows):
+                rows.line = rows.line + first
+                self.stats.frameworks["megatron"] = self.stats.frameworks.get("megatron", 0) + len(rows)
+                self.stats.columnar += len(rows)
+                self.builder.queue(rows)
+        add, count = self.builder.add, self._count
+        for at, item in items:
+            count(item)
+            add(item, at=at)
+        self.builder.settle()
+
+    def _with_triggers(self, body: bytes, starts: np.ndarray, nl: np.ndarray, fast: np.ndarray) -> np.ndarray:
+        """Indices of the lines (not read in columns) holding a literal some parser needs."""
+        n = int(nl.size)
+        if not self.plan.any_trigger:
+            return np.zeros(0, dtype=np.int64)
+        offsets = np.empty(n + 1, dtype=np.int64)
+        offsets[:n] = starts
+        offsets[n] = len(body)
+        lines = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets),
+                                                                         pa.py_buffer(body)])
+        others = np.flatnonzero(~fast)
+        if others.size == 0:
+            return others
+        if others.size < n:
+            lines = lines.take(pa.array(others))
+        hit = pc.match_substring_regex(lines, self.plan.any_trigger).to_numpy(zero_copy_only=False)
+        return others[hit]
+
+    # -- Megatron iteration lines in columns -----------------------------------------------------
+    def _megatron(self, body: bytes, a: np.ndarray, starts: np.ndarray, nl: np.ndarray
+                  ) -> tuple[Rows | None, np.ndarray]:
+        pipes = np.flatnonzero(a == 124)
+        none = (None, np.zeros(0, dtype=np.int64))
+        if pipes.size == 0:
+            return none
+        first = np.searchsorted(pipes, starts)
+        npipes = np.searchsorted(pipes, nl) - first
+        ends_pipe = a[np.maximum(nl - 1, 0)] == 124
+        cand = np.flatnonzero(ends_pipe & (npipes >= 2) & (nl > starts))
+        if cand.size == 0:
+            return none
+        words = np.ndarray((len(body) - 7,), dtype="<u8", buffer=body, strides=(1,)) if len(body) >= 8 else None
+        if words is None:
+            return none
+        parts: list[tuple[np.ndarray, dict]] = []
+        remaining = cand
+        used: list[_Layout] = []
+        with self.lock:
+            known = list(self.layouts)
+        for lay in known:
+            if remaining.size == 0:
+                break
+            got, remaining = self._match(lay, body, a, words, pipes, first, npipes, starts, remaining)
+            if got is not None:
+                parts.append(got)
+                used.append(lay)
+        tries = 0
+        while remaining.size and tries < MAX_TRIES:
+            tries += 1
+            i = int(remaining[0])
+            lay = _Layout.learn(body[int(starts[i]):int(nl[i])], self.plan)
+            if lay is None:
+                remaining = remaining[1:]
+                continue
+            got, remaining = self._match(lay, body, a, words, pipes, first, npipes, starts, remaining)
+            remaining = remaining[remaining != i]  # (it matches its own layout; never loop on it)
+            if got is not None:
+                parts.append(got)
+                used.append(lay)
+        with self.lock:
+            for lay in reversed(used):  # most recently used first
+                if lay in self.layouts:
+                    self.layouts.remove(lay)
+                self.layouts.insert(0, lay)
+            del self.layouts[MAX_LAYOUTS:]
+        if not parts:
+            return none
+        idx = np.concatenate([p[0] for p in parts])
+        order = np.argsort(idx, kind="stable")
+        idx = idx[order]
+        cols = {k: np.concatenate([p[1][k] for p in parts])[order] for k in parts[0][1]}
+        line = idx.copy()  # block-relative here; _merge adds the block's first line
+        extra = {k: cols[k] for k in ("total_steps", "global_batch_size", "consumed_samples", "consumed_tokens")}
+        rows = Rows("megatron", line, cols["step"], cols["loss"], cols["has_loss"], cols["loss_missing"],
+                    cols["grad_norm"], cols["has_grad_norm"], cols["lr"], cols["loss_scale"], cols["skipped"],
+                    cols["nan_iters"], False, extra)
+        return rows, idx
+
+    def _match(self, lay: "_Layout", body: bytes, a: np.ndarray, words: np.ndarray, pipes: np.ndarray,
+               first: np.ndarray, npipes: np.ndarray, starts: np.ndarray, remaining: np.ndarray):
+        """The rows among `remaining` laid out as `lay`, read; and the rest of `remaining`."""
+        sel = remaining[npipes[remaining] == lay.npipes]
+        if sel.size == 0 or len(body) < lay.min_len:
+            return None, remaining
+        pm = pipes[first[sel][:, None] + np.arange(lay.npipes)]
+        p0 = pm[:, 0]
+        ok = (p0 - starts[sel]) == lay.head_len
+        # (positions clipped: a row whose head is shorter than the layout's has already failed)
+        if lay.w_off.size:  # the head: fixed bytes, 8 at a time
+            pos = np.clip(p0[:, None] + lay.w_off, 0, words.size - 1).ravel()
+            got = words[pos].reshape(p0.size, lay.w_off.size)
+            got ^= lay.w_val
+            got &= lay.w_mask
+            ok &= ~got.any(axis=1)
+        for k, key in enumerate(lay.keys):  # each key, whole (a line too short for it cannot match)
+            items = _items(body, key.dtype.itemsize)
+            ok &= items[np.minimum(pm[:, k] + 1, items.size - 1)] == key
+        if lay.digit_off.size:
+            ok &= ((a[np.maximum(p0[:, None] + lay.digit_off, 0)] - 48) <= 9).all(axis=1)
+        ok &= a[np.maximum(p0 + lay.w1[0], 0)] == 32  # `iteration\s+`
+        if not ok.all():
+            sel, pm = sel[ok], pm[ok]
+        if sel.size == 0:
+            return None, remaining
+        rest = np.setdiff1d(remaining, sel, assume_unique=True)  # matched rows are done with, read or not
+        vals, has, step, total, keep = self._values(body, a, pm, lay)
+        if not keep.all():  # an odd counter, or a value holding a literal another parser needs: per line
+            sel, vals, has, step, total = sel[keep], vals[keep], has[keep], step[keep], total[keep]
+        if sel.size == 0:
+            return None, rest
+        m = sel.size
+        nan = np.full(m, np.nan)
+        no = np.zeros(m, dtype=bool)
+
+        def col(name: str) -> tuple[np.ndarray, np.ndarray]:
+            k = lay.field.get(name)
+            return (nan, no) if k is None else (vals[:, k], has[:, k])
+
+        loss, has_loss = col("loss")
+        gn, has_gn = col("grad_norm")
+        lr, has_lr = col("lr")
+        scale, has_scale = col("loss_scale")
+        skipped, has_sk = col("skipped")
+        nan_iters, has_nan = col("nan_iters")
+        with np.errstate(invalid="ignore"):
+            skipped = np.where(has_sk & np.isfinite(skipped), np.trunc(skipped), np.nan)
+            nan_iters = np.where(has_nan & np.isfinite(nan_iters), np.trunc(nan_iters), np.nan)
+        out = {"step": step, "loss": np.where(has_loss, loss, np.nan), "has_loss": has_loss,
+               "loss_missing": ~has_loss & lay.after, "grad_norm": np.where(has_gn, gn, np.nan),
+               "has_grad_norm": has_gn, "lr": np.where(has_lr, lr, np.nan),
+               "loss_scale": np.where(has_scale, scale, np.nan), "skipped": skipped, "nan_iters": nan_iters,
+               "total_steps": np.where(total > 0, total.astype(np.float64), np.nan)}
+        for name in ("global_batch_size", "consumed_samples", "consumed_tokens"):
+            v, h = col(name)
+            out[name] = np.where(h, v, np.nan)
+        return (sel, out), rest
+
+    def _values(self, body: bytes, a: np.ndarray, pm: np.ndarray, lay: "_Layout"):
+        """The numbers of the rows, cast in bulk: every value (numbers, printed-as-a-number mask),
+        the step and total counters, and which rows can be read this way. A value the cast does
+        not take (or takes as NaN/Inf, whose spellings may carry letters) is read with the shared
+        number grammar and looked at for the literals that would make another parser act (the row
+        then goes per line); a counter must be plain digits (no sign, no leading zero) below 2^53."""
+        m, nv = pm.shape[0], lay.npipes - 1
+        p0 = pm[:, 0]
+        offsets = np.empty((m, 2 * nv + 4), dtype=np.int64)  # per row: step, total, values
+        offsets[:, 0] = p0 + lay.w1[0]
+        offsets[:, 1] = p0 + lay.w1[1]
+        offsets[:, 2] = p0 + lay.w2[0]
+        offsets[:, 3] = p0 + lay.w2[1]
+        offsets[:, 4::2] = pm[:, :-1] + lay.key_len
+        offsets[:, 5::2] = pm[:, 1:]
+        offsets = offsets.ravel()
+        arr = pa.LargeStringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets), pa.py_buffer(body))
+        arr = pc.ascii_trim(arr.take(pa.array(np.arange(0, offsets.size - 1, 2))), " ")
+        try:
+            nums = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False).reshape(m, nv + 2)
+            bad = None
+        except pa.ArrowInvalid:
+            good = pc.match_substring_regex(arr, _STRICT_NUM)
+            nums = pc.cast(pc.if_else(good, arr, "nan"), pa.float64()).to_numpy(zero_copy_only=False)
+            nums = nums.reshape(m, nv + 2)
+            bad = ~good.to_numpy(zero_copy_only=False).reshape(m, nv + 2)
+        counters = nums[:, :2]
+        length = pc.binary_length(arr).to_numpy(zero_copy_only=False).reshape(m, nv + 2)[:, :2]
+        with np.errstate(invalid="ignore"):
+            digits = np.searchsorted(_POW10F, counters, side="right") + 1
+            keep = ((counters >= 0) & (counters < 2.0 ** 53) & (np.trunc(counters) == counters)
+                    & (digits == length)).all(axis=1)
+        if bad is not None:
+            keep &= ~bad[:, :2].any(axis=1)
+        vals = nums[:, 2:].copy()
+        has = np.ones((m, nv), dtype=bool)
+        slow = ~np.isfinite(vals)
+        if bad is not None:
+            slow |= bad[:, 2:]
+        if slow.any():
+            relevant = self.plan.relevant_text
+            for r, k in zip(*np.nonzero(slow)):
+                start = int(pm[r, k] + lay.key_len[k])
+                text = body[start:int(pm[r, k + 1])].decode("utf-8", errors="replace")
+                if any(t in text for t in relevant):
+                    keep[r] = False
+                    continue
+                v = parse_num(text)
+                if v is None:
+                    has[r, k] = False
+                    vals[r, k] = np.nan
+                else:
+                    vals[r, k] = v
+        return vals, has, counters[:, 0].astype(np.int64), counters[:, 1].astype(np.int64), keep
+
+
+def _items(body: bytes, size: int) -> np.ndarray:
+    """Every `size`-byte run of `body` as one item (a view: item i is body[i:i+size])."""
+    return np.ndarray((len(body) - size + 1,), dtype=f"V{size}", buffer=body, strides=(1,))
+
+
+class _Layout:
+    """The byte layout of one kind of Megatron iteration line: the text before `iteration` with
+    its digits as wildcards, the counter fields as fixed-width windows, then `| key: value |`
+    segments with fixed keys. Matching lines have the same bytes outside values and wildcards,
+    so they read as the line it was learnt from reads, with their own numbers."""
+
+    def __init__(self) -> None:
+        self.npipes = 0
+        self.head_len = 0          # bytes from line start to the first pipe
+        self.min_len = 0           # bytes of the shortest line of this layout
+        self.key_len = np.zeros(0, dtype=np.int64)  # per segment: bytes from its pipe to its value
+        self.field: dict[str, int] = {}             # Rows field -> segment
+        self.after = False         # a field Megatron prints after the losses is present
+        self.w1 = (0, 0)           # step window, relative to the first pipe
+        self.w2 = (0, 0)           # total window
+        self.digit_off = np.zeros(0, dtype=np.int64)
+        self.w_off = np.zeros(0, dtype=np.int64)    # head checks, 8 bytes each: offset from the first pipe,
+        self.w_mask = np.zeros(0, dtype=np.uint64)  # which bytes count,
+        self.w_val = np.zeros(0, dtype=np.uint64)   # and the bytes expected
+        self.keys: list = []       # per segment: its key (from the pipe to the colon) as a numpy void
+        self.padded = np.zeros(0, dtype=bool)  # per segment: the value was padded with spaces
+
+    @classmethod
+    def learn(cls, line: bytes, plan: _Plan) -> "_Layout | None":
+        """The layout of `line` (bytes, no newline), or None when it is not a Megatron iteration
+        line that can be read in columns (not ASCII, an unusual header, a segment without a key,
+        or a literal another parser needs could show up in lines of this layout)."""
+        if not line.isascii():
+            return None
+        text = line.decode("ascii")
+        pipes = [i for i, c in enumerate(text) if c == "|"]
+        if len(pipes) < 2 or pipes[-1] != len(text) - 1:
+            return None
+        m = HEADER.search(text)
+        if m is None or m.end() - 1 != pipes[0]:
+            return None
+        p0 = pipes[0]
+        it = m.start()
+        slash = text.find("/", it + len(_ITER))
+        w1, w2 = text[it + len(_ITER):slash], text[slash + 1:p0]
+        if not (_is_window(w1, lead=True) and _is_window(w2, lead=False)) or max(len(w1), len(w2)) > 18:
+            return None
+        lay = cls()
+        lay.npipes = len(pipes)
+        lay.head_len = p0
+        lay.w1 = (it + len(_ITER) - p0, slash - p0)
+        lay.w2 = (slash + 1 - p0, 0)
+        keys: list[str] = []
+        names: list[str] = []
+        for k in range(len(pipes) - 1):
+            seg = text[pipes[k] + 1:pipes[k + 1]]
+            c = seg.find(":")
+            if c < 0:
+                return None
+            keys.append(seg[:c + 1])
+            key = seg[:c].strip()
+            if "  " in key or not key.islower():
+                key = " ".join(key.split()).lower()
+            names.append(key)
+        fields: dict[str, int] = {}
+        for k, name in enumerate(names):
+            if name:
+                fields[name] = k  # later keys win, as in parse_fields
+        lay.field = {_FIELDS[n]: k for n, k in fields.items() if n in _FIELDS}
+        lay.after = any(k in fields for k in _AFTER_LOSSES)
+        lay.key_len = np.array([1 + len(k) for k in keys], dtype=np.int64)
+        lay.min_len = p0 + int(lay.key_len.sum()) + 2  # head, pipes and keys, the last pipe, a newline
+        # The head (line start .. first pipe): literal bytes, digits of the prefix as wildcards,
+        # the counter windows as spaces/digits (read as numbers with the values).
+        head = line[:p0]
+        wild = [""] * p0  # "d": a digit; "s": a space or a digit (counter windows)
+        for i in range(it):
+            if 48 <= head[i] <= 57:
+                wild[i] = "d"
+        for i in range(it + len(_ITER), p0):
+            if i != slash:
+                wild[i] = "s"
+        if not _safe(head, wild, keys, plan.relevant):
+            return None
+        lay.digit_off = np.array([i - p0 for i in range(it) if wild[i]], dtype=np.int64)
+        segs, offs, masks, vals = [], [], [], []
+        _words(head, [not w for w in wild], -p0, 0, segs, offs, masks, vals)
+        lay.keys = [np.frombuffer(k.encode("ascii"), dtype=f"V{len(k)}")[0] for k in keys]
+        lay.padded = np.array([len(seg) - len(seg.lstrip(" ")) > 1 or len(seg) - len(seg.rstrip(" ")) > 1
+                               for seg in (text[pipes[k] + 1 + len(keys[k]):pipes[k + 1]] for k in range(len(keys)))])
+        lay.w_off = np.array(offs, dtype=np.int64)
+        lay.w_mask = np.array(masks, dtype=np.uint64)
+        lay.w_val = np.array(vals, dtype=np.uint64)
+        return lay
+
+
+def _is_window(s: str, lead: bool) -> bool:
+    """Spaces, one run of digits, spaces (with a leading space for the step: `\\s+`)."""
+    core = s.strip(" ")
+    if not core.isdigit() or not core.isascii() or s.count(" ") + len(core) != len(s):
+        return False
+    return s.startswith(" ") if lead else True
+
+
+def _words(data: bytes, fixed: list[bool], base: int, seg: int, segs: list, offs: list, masks: list,
+           vals: list) -> None:
+    """8-byte word checks covering `data` (at `base` bytes from pipe `seg`), ignoring the bytes
+    not `fixed`. A short field is read with the bytes before it (masked out)."""
+    n = len(data)
+    if n == 0:
+        return
+    if n >= 8:
+        starts = list(range(0, n - 7, 8))
+        if starts[-1] != n - 8:
+            starts.append(n - 8)
+    else:
+        starts = [n - 8]
+    for s in starts:
+        mask = 0
+        val = 0
+        for j in range(8):
+            i = s + j
+            if 0 <= i < n and fixed[i]:
+                mask |= 0xFF << (8 * j)
+                val |= data[i] << (8 * j)
+        if mask:
+            segs.append(seg)
+            offs.append(base + s)
+            masks.append(mask)
+            vals.append(val)
+
+
+def _safe(head: bytes, wild: list[str], keys: list[str], relevant: list[bytes]) -> bool:
+    """No literal another parser needs can occur in a line of this layout outside its values:
+    not in the head (fixed bytes, digits, counter windows), not in or across a key, not inside a
+    finite value the bulk cast takes (with its padding); none holds a pipe, so none spans one."""
+    digits = set(b"0123456789")
+    for t in relevant:
+        if b"|" in t or set(t) <= _VALUE_CHARS:
+            return False
+        for off in range(len(head) - len(t) + 1):
+            for j, c in enumerate(t):
+                w = wild[off + j]
+                if w == "d" and c in digits or w == "s" and (c in digits or c == 32) or not w and head[off + j] == c:
+                    continue
+                break
+            else:
+                return False
+        for key in keys:
+            kb = key.encode("ascii")
+            if t in kb or any(kb.endswith(t[:j]) for j in range(1, len(t))):
+                return False
+    return True
