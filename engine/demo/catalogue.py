@@ -32,6 +32,7 @@ class Fault:
     strength: tuple[float, float] = (1.0, 1.0)
     one_sided: bool = False
     watchable: bool = False
+    lab_variants: tuple[str, ...] | None = None   # variants a seeded case picks from (None: all)
 
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
@@ -74,7 +75,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "fp16 training: a target kernel overflows in backward more and more often, the dynamic "
           "loss scale keeps halving and iterations are skipped",
           "numerics.loss_scale_collapse", dump_mode=None, dump_runs=(),
-          variants=("after_backward", "kernel"), one_sided=True, watchable=True),
+          variants=("after_backward", "kernel"), lab_variants=("kernel",), one_sided=True, watchable=True),
     Fault("weight_init",
           "the target loads another checkpoint: one weight (the word embeddings by default) "
           "starts from different values, so the runs differ from the very first forward",
@@ -170,7 +171,7 @@ def sample_params(fault: Fault, seed: int, steps: int) -> LabParams:
         fault_step=rnd.randint(max(2, steps // 3), max(3, steps - 6)),
         strength=strength,
         operator=rnd.choice(fault.operators) if fault.operators else None,
-        variant=rnd.choice(fault.variants) if fault.variants else None,
+        variant=rnd.choice(fault.lab_variants or fault.variants) if fault.variants else None,
         log_format=rnd.choice(LOG_FORMATS),
         summary_mode=rnd.choice(("statistics", "md5")),
         monitor=True, monitor_alerts=rnd.random() < 0.5,
