@@ -98,22 +98,28 @@ class LabCase:
     cases: dict[str, Path]       # L0 / L1 / mix / stats (mix, statistics summary, for compare CSVs)
 
 
-def build_case(fault: str, seed: int, work: Path, *, steps: int = 24) -> LabCase:
+def build_case(fault: str, seed: int, work: Path, *, steps: int = 24, reuse: bool = False) -> LabCase:
+    """Train the lab runs of one (fault, seed); `reuse` keeps case folders a previous run of the
+    same (fault, seed, steps) left in `work` (the lab is deterministic)."""
     from engine.demo.lab import run_case
 
     spec = FAULTS[fault]
     params = sample_params(spec, seed, steps)
     root = work / f"{fault}-{seed}"
-    cases = {"mix": run_case(fault, root / "case_mix", steps=steps, seed=seed, params=params,
-                             dump_runs=spec.runs, level="mix", monitor=True)}
+
+    def case(name: str, **kw) -> Path:
+        out = root / f"case_{name}"
+        if reuse and (out / "expected.yaml").is_file():
+            return out
+        return run_case(fault, out, steps=steps, seed=seed, params=params, dump_runs=spec.runs, **kw)
+
+    cases = {"mix": case("mix", level="mix", monitor=True)}
     for level in ("L0", "L1"):
-        cases[level] = run_case(fault, root / f"case_{level}", steps=steps, seed=seed, params=params,
-                                dump_runs=spec.runs, level=level, monitor=False)
+        cases[level] = case(level, level=level, monitor=False)
     if params.summary_mode == "statistics":
         cases["stats"] = cases["mix"]
     else:
-        cases["stats"] = run_case(fault, root / "case_stats", steps=steps, seed=seed, params=params,
-                                  dump_runs=spec.runs, level="mix", summary_mode="statistics", monitor=False)
+        cases["stats"] = case("stats", level="mix", summary_mode="statistics", monitor=False)
     return LabCase(fault, seed, params, cases)
 
 
@@ -162,8 +168,11 @@ def run_msprobe_compare(jobs: list[tuple[str, str, str]]) -> None:
         raise RuntimeError(f"msprobe compare wrote nothing into {missing[0]}")
 
 
-def make_form(lab: LabCase, form: str, out: Path) -> tuple[Path | None, str | None]:
-    """Build one evidence form of a lab case under `out`; (folder, None) or (None, why not)."""
+def make_form(lab: LabCase, form: str, out: Path, *, reuse: bool = False) -> tuple[Path | None, str | None]:
+    """Build one evidence form of a lab case under `out`; (folder, None) or (None, why not).
+    `reuse` keeps compare CSVs an earlier run wrote (the real msprobe is the slow part)."""
+    if reuse and form == "compare_csv" and out.is_dir() and list(out.rglob("compare_result_*")):
+        return out, None
     if out.exists():
         shutil.rmtree(out)
     spec = FAULTS[lab.fault]
@@ -212,16 +221,16 @@ def diagnose_form(folder: Path) -> tuple[list[str], str]:
 
 
 def run_matrix(faults: Iterable[str], seeds: Iterable[int], forms: Iterable[str], work: Path, *,
-               steps: int = 24, on_cell=None) -> list[Cell]:
+               steps: int = 24, on_cell=None, reuse: bool = False) -> list[Cell]:
     table = load_acceptable()
     forms = list(forms)
     cells: list[Cell] = []
     for fault in faults:
         for seed in seeds:
-            lab = build_case(fault, seed, work, steps=steps)
+            lab = build_case(fault, seed, work, steps=steps, reuse=reuse)
             for form in forms:
                 started = time.time()
-                folder, why = make_form(lab, form, work / f"{fault}-{seed}" / form)
+                folder, why = make_form(lab, form, work / f"{fault}-{seed}" / form, reuse=reuse)
                 expected = FAULTS[fault].failure_mode
                 cell = Cell(fault, seed, form, expected, [], "", skipped=why,
                             acceptable=acceptable_for(table, fault, form), log_format=lab.params.log_format)

@@ -97,6 +97,7 @@ class TrainingMonitor:
         self.record_steps = max(1, record_steps)
         self.alerts = alerts
         self.rows: dict[str, list[list[Any]]] = {t: [] for t in TABLES}
+        self.pending: list[tuple[str, str, int, bool, Any]] = []
         self.anomalies: dict[str, dict[str, Any]] = {}
         self.call_ids: dict[str, int] = {}
         self.step = 0
@@ -132,14 +133,20 @@ class TrainingMonitor:
         return hook
 
     def _add(self, table: str, name: str, tensors: list[torch.Tensor | None], micro: bool = False) -> None:
+        """Keep the tensors; their statistics are computed at the end of the step, outside any
+        dump window (a probe recording the step must not see the monitor's own arithmetic)."""
         if not tensors:
             return
         names = [name] if len(tensors) == 1 else [f"{name}_{i}" for i in range(len(tensors))]
         for n, t in zip(names, tensors):
+            self.pending.append((table, n, self.step, micro, t))
+
+    def _settle(self) -> None:
+        for table, n, step, micro, t in self.pending:
             stats = _stats(t)
-            row = [0, n, self.step] + ([0] if micro else []) + stats
-            self.rows[table].append(row)
+            self.rows[table].append([0, n, step] + ([0] if micro else []) + stats)
             self._alert(table, n, stats)
+        self.pending.clear()
 
     def _alert(self, table: str, name: str, stats: list[Any]) -> None:
         tag = f"0:{name}:0/rank0/{table}" if table in ("actv", "actv_grad") else f"0:{name}/rank0/{table}"
@@ -171,16 +178,20 @@ class TrainingMonitor:
         self.step = step
 
     def after_backward(self, step: int) -> None:
+        self._settle()
         for p in self.model.parameters():
             name = self.names[id(p)]
             for table in ("grad_unreduced", "grad_reduced"):
                 self._add(table, name, [p.grad])
+        self._settle()
 
     def before_update(self, step: int) -> None:
         for p in self.model.parameters():
             self._add("param_origin", self.names[id(p)], [p])
+        self._settle()
 
     def end_step(self, step: int, optimizer: torch.optim.Optimizer, *, updated: bool) -> None:
+        self._settle()
         if updated:
             for p in self.model.parameters():
                 name = self.names[id(p)]
@@ -189,6 +200,7 @@ class TrainingMonitor:
                 if step >= 1 and "exp_avg" in state:
                     self._add("exp_avg", name, [state["exp_avg"]])
                     self._add("exp_avg_sq", name, [state["exp_avg_sq"]])
+        self._settle()
         if (step + 1 - self.chunk_start) >= self.record_steps:
             self._flush(step)
 

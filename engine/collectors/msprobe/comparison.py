@@ -55,6 +55,7 @@ class SideScan:
     param_keys: IntIndex = field(default_factory=IntIndex)
     producers: IntIndex = field(default_factory=IntIndex)  # tensor_key -> earliest order producing it
     keep_producers: bool = False
+    first_order: int | None = None               # order of the first entry seen
     issues: EntryIssues = field(default_factory=EntryIssues)   # odd content, reported once per file
     _modes: Counter = field(default_factory=Counter)
 
@@ -89,7 +90,11 @@ class SideScan:
                     self.first_abnormal_module = e
             elif self.first_abnormal is None:
                 self.first_abnormal = e
-        if self.keep_producers and not e.name.is_module:
+        if self.first_order is None:
+            self.first_order = e.order
+        if self.keep_producers:
+            # module outputs too: in a module-level view (L0 dumps, the training monitor) the
+            # tensor a module hands on has no API producer; in mix dumps an API made it earlier
             for t in e.outputs:
                 key = tensor_key(t)
                 if key is not None:

@@ -60,6 +60,11 @@ def _input_origin(t: TensorInfo, e: Entry, run: SideScan, res: PassResult) -> st
         return "data_input"
     if key is not None and key in run.param_keys:
         return "weights"
+    if e.name.is_module:
+        # a module-level view (L0 dump, training monitor): what reaches a module without coming
+        # from an earlier module was computed by its parent's own code between two modules (the
+        # model's input excepted: it reaches the first module)
+        return "data_input" if e.order == run.first_order else "introduced"
     if t.requires_grad:
         # a leaf that needs a gradient and that no dumped call produced is a parameter
         return "weights"
@@ -82,6 +87,7 @@ def classify_divergence(c: Candidate, res: PassResult) -> Located:
         if "dtype" in td.reasons and td.err <= DIVERGE:
             continue  # same values in another precision: the call itself computes differently
         kinds.append(_input_origin(t, a, res.run, res))
+    kinds = [k for k in kinds if k != "introduced"]
     if not kinds or scalar_changed:
         kind = "introduced"
     else:

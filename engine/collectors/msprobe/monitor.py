@@ -57,6 +57,16 @@ def _step(text: str | None) -> int | None:
     return int(v)
 
 
+def _shape_of(text) -> list[int] | None:
+    """'[2, 8, 16]' -> [2, 8, 16]; None when the cell is no shape ('nan' for a missing tensor)."""
+    if not isinstance(text, str) or not text.startswith("["):
+        return None
+    try:
+        return [int(x) for x in text.strip("[] ").split(",") if x.strip()]
+    except ValueError:
+        return None
+
+
 def read_monitor_csv(path: Path, into: dict[str, Table], warnings: Warnings) -> None:
     """Add one CSV's rows to `into[table]`; v2 weight_grad rows go to grad_<scope>."""
     meta = monitor_table_of(path)
@@ -93,6 +103,11 @@ def read_monitor_csv(path: Path, into: dict[str, Table], warnings: Warnings) -> 
             v = _float(row.get(c))
             if v is not None:
                 rec[c] = v
+        dtype, shape = row.get("dtype"), _shape_of(row.get("shape"))
+        if isinstance(dtype, str) and dtype.startswith("torch."):
+            rec["_dtype"] = dtype
+        if shape is not None:
+            rec["_shape"] = shape
     if bad:
         warnings.add(f"{bad} monitor rows without step or name were skipped", path=str(path))
 
@@ -281,3 +296,31 @@ def group_tables(paths: list[Path], warnings: Warnings) -> dict[str, Table]:
         except PrecdxError as exc:
             warnings.add(exc.message, path=str(p))
     return tables
+
+
+_NONFINITE_STATS = ("min", "max", "mean", "norm")
+MAX_DERIVED = 200
+
+
+def derive_alerts(tables: dict[str, Table]) -> list[Alert]:
+    """Alerts of msprobe's AnomalyNan rule, worked out from the per-step CSVs of a run whose
+    monitor wrote no anomaly.json: every row with a NaN count or a non-finite statistic (the
+    'no tensor' rows of inputs without a gradient come out benign, as the real tool's do). The
+    call order is the row's position within its step across the tables, forward first."""
+    out: list[Alert] = []
+    calls: dict[str, int] = {}
+    for table in ("actv", "module", "actv_grad", "grad_unreduced", "grad_reduced", "weight_grad",
+                  "exp_avg", "exp_avg_sq", "optimizer", "param_origin", "param_updated", "param"):
+        for (name, step), rec in (tables.get(table) or {}).items():
+            tag = f"0:{name}:0/rank0/{table}" if table in ("actv", "actv_grad") else f"0:{name}/rank0/{table}"
+            call = calls.setdefault(tag, len(calls))
+            vals = [rec.get(k) for k in _NONFINITE_STATS]
+            bad = [v for v in vals if v is not None and not math.isfinite(v)]
+            if not bad and not rec.get("nans"):
+                continue
+            value = bad[0] if bad else float("nan")
+            out.append(Alert(rank=0, step=step, rule="AnomalyNan", tag=tag, target=name, table=table,
+                             value=value, call=call))
+            if len(out) >= MAX_DERIVED:
+                return out
+    return out

@@ -134,7 +134,9 @@ def observe(self, e: Entry) -> None:
                 self.first_abnormal_module = e
         elif self.first_abnormal is None:
             self.first_abnormal = e
-    if self.keep_producers and not e.name.is_module:
+    if self.first_order is None:
+        self.first_order = e.order
+    if self.keep_producers:
         for t in e.outputs:
             key = tensor_key(t)
             if key is not None:
