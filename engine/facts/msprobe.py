@@ -86,6 +86,10 @@ class FirstDivergence(Fact):
     matched_by: Literal["name", "fallback", "msprobe"] = F(
         "how the API was paired: exact name (name + call order + shapes), fallback (same API "
         "name and shapes at a shifted call index), or msprobe's own pairing", default="name")
+    after_loss: Bool | None = F(
+        "the difference enters after the loss was computed: a forward API downstream of the loss "
+        "function (its reduction or scaling), or the first backward entry, whose incoming gradient "
+        "(the loss's) differs while every forward entry matched")
 
 
 @fact_type("dump_step_compare", collectors=("msprobe",), identity=("run", "against", "step", "rank"))
@@ -164,6 +168,9 @@ class NondeterministicApi(Fact):
     module: Optional[str] = F("module path from construct.json", match=False)
     code_line: Optional[str] = F("user code line from stack.json", match=False)
     order_index: Int | None = F("position in the dump's execution order", unit="count")
+    output_rel_err: Num | None = F("largest relative difference over the API's outputs between the two "
+                                   "launches (a rounding order: ~1e-6; other random numbers: ~1)",
+                                   unit="ratio")
 
 
 @fact_type("dump_structure_diff", collectors=("msprobe",),

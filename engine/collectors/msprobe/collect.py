@@ -2,6 +2,7 @@
 the per-rank tasks through an executor, and building the facts from their reports."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -160,7 +161,8 @@ def _pair_facts(rep: TaskReport, run: RunDir, against: RunDir, step: int, rank: 
                    against_role=against.role, step=step, rank=rank,
                    mode="md5" if mode == "md5" else "exact", api=f.api, api_name=f.api_name,
                    family=f.family, direction=f.direction, kind=f.kind, module=f.module,
-                   code_line=f.code_line, order_index=f.order, source=src)
+                   code_line=f.code_line, order_index=f.order, output_rel_err=_finite(f.output_rel_err),
+                   source=src)
     elif f is not None:
         yield make("first_divergence", run=run.name, role=run.role, against=against.name,
                    against_role=against.role, step=step, rank=rank, method="ours", api=f.api,
@@ -169,7 +171,7 @@ def _pair_facts(rep: TaskReport, run: RunDir, against: RunDir, step: int, rank: 
                    code_line=f.code_line, input_rel_err=f.input_rel_err,
                    output_rel_err=f.output_rel_err, order_index=f.order,
                    label=f.label if f.label in ("error", "warning") else "warning",
-                   matched_by=f.matched_by, source=src)
+                   matched_by=f.matched_by, after_loss=f.after_loss, source=src)
     names = []
     for side_name, counts in (("run_only", rep.run_only), ("against_only", rep.against_only)):
         for (kind, name), count in sorted(counts.items()):
@@ -202,6 +204,10 @@ def _nan_facts(nan_by, nan_runs, baseline_abnormal) -> Iterator[Fact]:
 
 
 # ---- artefacts other than dumps -------------------------------------------------------------
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
 
 def _guard(warnings: Warnings, path: Path, fn, *args):
     """Run one reader; a bad file becomes a warning naming it (other artefacts still count)."""
@@ -290,7 +296,8 @@ def _compare_results(case: Case, run: RunDir, warnings: Warnings,
                            against_role=against_role, step=step, rank=rank,
                            mode="md5" if pr.mode == "md5" else "exact", api=loc.api, api_name=loc.api_name,
                            family=loc.family, direction=loc.direction, kind=loc.kind, module=loc.module,
-                           code_line=loc.code_line, order_index=loc.order, source=src)
+                           code_line=loc.code_line, order_index=loc.order,
+                           output_rel_err=_finite(loc.output_rel_err), source=src)
         elif loc is not None:
             yield make("first_divergence", run=run.name, role=run.role, against=against,
                        against_role=against_role, step=step, rank=rank, method="msprobe_compare",
@@ -299,7 +306,7 @@ def _compare_results(case: Case, run: RunDir, warnings: Warnings,
                        module=loc.module, code_line=loc.code_line, input_rel_err=loc.input_rel_err,
                        output_rel_err=loc.output_rel_err, order_index=loc.order,
                        label=loc.label if loc.label in ("error", "warning") else "warning",
-                       matched_by="msprobe", source=src)
+                       matched_by="msprobe", after_loss=loc.after_loss, source=src)
         if own_dump:
             continue
         n_unmatched = sum(pr.run_only.values())
@@ -495,11 +502,25 @@ def _monitor_localise(case: Case, tables: dict[int, dict], dumped: set[str]) -> 
         if found is None:
             continue
         loc = found.located
+        # the step before the first difference matched module for module, the step itself did not
+        # (what a dump of those two steps would say: the update between them differs)
+        pr = found.result
+        if found.matched and found.matched[-1] == found.step - 1:
+            yield make("dump_step_compare", run=run.name, role=run.role, against=other.name,
+                       against_role=other.role, step=found.step - 1, rank=0,
+                       mode="exact" if exact else "statistics", all_match=True, n_compared=pr.n_compared,
+                       n_error=0, n_warning=0, n_diverged=0, n_unmatched=0, n_fallback=0, source=str(src))
+        yield make("dump_step_compare", run=run.name, role=run.role, against=other.name,
+                   against_role=other.role, step=found.step, rank=0, mode="exact" if exact else "statistics",
+                   all_match=False, n_compared=pr.n_compared, n_error=pr.n_error, n_warning=pr.n_warning,
+                   n_diverged=pr.n_diverged, n_unmatched=sum(pr.run_only.values()), n_fallback=0,
+                   max_output_rel_err=pr.max_out_err if pr.n_compared else None, source=str(src))
         if exact:
             yield make("nondeterministic_api", run=run.name, role=run.role, against=other.name,
                        against_role=other.role, step=found.step, rank=0, mode="exact", api=loc.api,
                        api_name=loc.api_name, family=loc.family, direction=loc.direction, kind=loc.kind,
-                       module=loc.module, order_index=loc.order, source=str(src))
+                       module=loc.module, order_index=loc.order, output_rel_err=_finite(loc.output_rel_err),
+                       source=str(src))
         else:
             yield make("first_divergence", run=run.name, role=run.role, against=other.name,
                        against_role=other.role, step=found.step, rank=0, method="monitor", api=loc.api,
@@ -507,7 +528,7 @@ def _monitor_localise(case: Case, tables: dict[int, dict], dumped: set[str]) -> 
                        reason=loc.reason, dtype=loc.dtype, dtype_against=loc.dtype_against, module=loc.module,
                        input_rel_err=loc.input_rel_err, output_rel_err=loc.output_rel_err,
                        order_index=loc.order, label=loc.label if loc.label in ("error", "warning") else "warning",
-                       matched_by="name", source=str(src))
+                       matched_by="name", after_loss=loc.after_loss, source=str(src))
 
 
 def collect(case: Case, warnings: Warnings, *, quiet: bool = False,

@@ -96,10 +96,13 @@ def monitor_steps(tables: dict[str, Table]) -> list[MonitorStep]:
     actv_grad = _rows_by_step(tables.get("actv_grad"))
     grads = _rows_by_step(tables.get("grad_reduced") or tables.get("grad_unreduced"))
     params = _rows_by_step(tables.get("param_origin"))
+    updated = _rows_by_step(tables.get("param_updated"))
     out = []
     for step in sorted(set(actv) | set(actv_grad)):
         body: list[tuple[str, Any]] = []
-        p_rows = params.get(step, [])
+        # the parameters a step computes with: recorded before its update, or (a step that never
+        # reached its update, e.g. stopped on a NaN) as the previous update left them
+        p_rows = params.get(step) or updated.get(step - 1, [])
         for module, ins, outs in _module_rows(actv.get(step, [])):
             if not module:
                 continue   # the root model: a dump does not hold it either
@@ -135,17 +138,20 @@ def _family(loc: Located) -> None:
 
 @dataclass
 class MonitorFinding:
-    """What the monitor comparison of one run found."""
+    """What the monitor comparison of one run found; `matched` the steps compared before it
+    that matched module for module."""
 
     step: int
     located: Located
     result: PassResult
+    matched: list[int]
 
 
 def compare_monitors(run: list[MonitorStep], against: list[MonitorStep], *, exact: bool,
                      source: Path) -> MonitorFinding | None:
     """The first step (and module) where `run` departs from `against`; steps before it matched."""
     theirs = {s.step: s for s in against}
+    matched: list[int] = []
     for mine in run:
         other = theirs.get(mine.step)
         if other is None:
@@ -155,10 +161,11 @@ def compare_monitors(run: list[MonitorStep], against: list[MonitorStep], *, exac
         pr = compare_pairs(SideScan(source, _HEADER), SideScan(source, _HEADER), pairs, exact=exact)
         cand = pr.first or pr.first_module
         if cand is None:
+            matched.append(mine.step)
             continue
         loc = classify_nondeterminism(cand) if exact else classify_divergence(cand, pr)
         _family(loc)
-        return MonitorFinding(mine.step, loc, pr)
+        return MonitorFinding(mine.step, loc, pr, matched)
     return None
 
 
