@@ -64,7 +64,7 @@ class SideScan:
     keep_producers: bool = False
     first_order: int | None = None               # order of the first entry seen
     first_loss_order: int | None = None          # first forward API of the loss family (cross_entropy ...)
-    first_backward_order: int | None = None      # first backward / parameters_grad entry
+    first_backward_order: int | None = None      # first backward entry (weight gradients excluded)
     issues: EntryIssues = field(default_factory=EntryIssues)   # odd content, reported once per file
     _modes: Counter = field(default_factory=Counter)
 
@@ -105,7 +105,7 @@ class SideScan:
         if direction == "forward":
             if self.first_loss_order is None and not e.name.is_module and _is_loss(e.name.base):
                 self.first_loss_order = e.order
-        elif self.first_backward_order is None and direction in ("backward", "parameters_grad"):
+        elif self.first_backward_order is None and direction == "backward":
             self.first_backward_order = e.order
         if self.keep_producers:
             # module outputs too: in a module-level view (L0 dumps, the training monitor) the

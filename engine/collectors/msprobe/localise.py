@@ -122,9 +122,14 @@ def classify_divergence(c: Candidate, res: PassResult) -> Located:
             api_family(a.name.base) in ("elementwise", "loss", "other")
     else:
         # every forward entry matched and the very first backward entry gets a gradient no dumped
-        # call produced: the gradient of the loss itself (its definition or scaling) differs
-        after_loss = kind in ("introduced", "data_input") and a.order == run.first_backward_order \
-            and bool(d.inputs) and d.in_err > INPUT_MATCH
+        # call produced: the gradient of the loss itself (its definition or scaling) differs (a
+        # module's weight gradients come just before its backward entry: the first module's count)
+        first = run.first_backward_order
+        if a.name.direction == "parameters_grad":
+            after_loss = first is None or a.order < first
+        else:
+            after_loss = kind in ("introduced", "data_input") and a.order == first and bool(d.inputs) \
+                and d.in_err > INPUT_MATCH
     return Located(
         api=a.name.full, api_name=a.name.base, family=entry_family(a.name),
         direction=a.name.direction if a.name.direction in ("forward", "backward", "parameters_grad") else "forward",

@@ -29,6 +29,7 @@ Table = dict  # (name, step) -> {stat: float}
 _TENSOR_SUFFIXES = {"input", "output", "weight", "bias", "grad_input", "grad_output", "exp_avg",
                     "exp_avg_sq", "param_origin", "param_updated"}
 _CALL = re.compile(r"_call_(\d+)$")
+_INPUT_TAIL = re.compile(r"\.input(_\d+)?$")
 
 
 def monitor_table_of(path: Path) -> tuple[str, int] | None:
@@ -214,7 +215,7 @@ class Alert:
         """Module (or parameter owner) the alert is about: block.mlp.fc1 for block.mlp.fc1.output,
         block.mlp.fc1.weight or block.mlp.fc1.output.0 (v2)."""
         parts = [p for p in self.target.split(".") if p]
-        while parts and (parts[-1].isdigit() or parts[-1] in _TENSOR_SUFFIXES):
+        while parts and (parts[-1].isdigit() or re.sub(r"_\d+$", "", parts[-1]) in _TENSOR_SUFFIXES):
             parts.pop()
         return ".".join(parts) or "(model input)"
 
@@ -237,9 +238,10 @@ class Alert:
     def benign(self) -> bool:
         # the gradient of a model input that has none (token ids, the root input) is always NaN
         # (the root input, or the embedding's input: integer token ids)
-        if self.table != "actv_grad" or not self.target.endswith(".input"):
+        if self.table != "actv_grad" or not _INPUT_TAIL.search(self.target):
             return False
-        return self.target == ".input" or "embed" in self.target.lower()
+        # the model's own inputs (".input", or ".input_0", ".input_1" ... when it takes several)
+        return self.target.startswith(".input") or "embed" in self.target.lower()
 
 
 def read_alerts(path: Path) -> list[Alert]:

@@ -140,7 +140,7 @@ def observe(self, e: Entry) -> None:
     if e.name.direction == "forward":
         if self.first_loss_order is None and not e.name.is_module and api_family(e.name.base) == "loss":
             self.first_loss_order = e.order
-    elif self.first_backward_order is None and e.name.direction in ("backward", "parameters_grad"):
+    elif self.first_backward_order is None and e.name.direction == "backward":
         self.first_backward_order = e.order
     if self.keep_producers:
         for t in e.outputs:
