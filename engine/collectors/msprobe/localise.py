@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from engine.collectors.msprobe.comparison import Candidate, PassResult, SideScan, tensor_key
 from engine.collectors.msprobe.entries import Entry, TensorInfo
 from engine.collectors.msprobe.naming import EntryName, api_family, param_family
-from engine.collectors.msprobe.verdicts import DIVERGE, INPUT_MATCH
+from engine.collectors.msprobe.verdicts import DIVERGE, INPUT_MATCH, _finite_stats_error
 
 _MODULE_FAMILIES = {"embedding": "embedding", "norm": "norm", "attention": "attention"}
 
@@ -155,8 +155,20 @@ def classify_nondeterminism(c: Candidate) -> Located:
         api=a.name.full, api_name=a.name.base, family=entry_family(a.name),
         direction=a.name.direction if a.name.direction in ("forward", "backward", "parameters_grad") else "forward",
         order=a.order, kind=kind,
-        output_rel_err=_finite_or_inf(d.out_err), input_rel_err=_finite_or_inf(d.in_err),
+        output_rel_err=_stats_error(a.outputs, c.b.outputs), input_rel_err=_finite_or_inf(d.in_err),
         matched_by=c.matched_by)
+
+
+def _stats_error(xs: list[TensorInfo], ys: list[TensorInfo]) -> float | None:
+    """How far the outputs' statistics are apart (md5 dumps carry them beside the checksum);
+    None when no pair of finite statistics is there (xor checksums only)."""
+    errs = []
+    for x, y in zip(xs, ys):
+        if x.kind == "tensor" and y.kind == "tensor":
+            e = _finite_stats_error(x, y)
+            if e is not None:
+                errs.append(e[0])
+    return max(errs) if errs else None
 
 
 def _finite_or_inf(x: float) -> float:
