@@ -196,6 +196,12 @@ def locate_first_nan(scan: SideScan) -> Located | None:
         kind = "communication" if family == "communication" else "operator_output"
     elif any(_is_parameter(t, e, scan) for t in bad_in):
         kind = "weight"
+    elif e.name.is_module and e.order != scan.first_order:
+        # a module-level view (L0 dump, training monitor): what reaches a module non-finite while
+        # every module before it was finite was made by its parent's own code between two
+        # modules -- an operator, as far as this view can tell (only an API-level dump can say
+        # whether the dump captured it)
+        kind = "operator_output"
     else:
         kind = "input"
     return Located(
