@@ -149,7 +149,8 @@ class TrainingMonitor:
         self.pending.clear()
 
     def _alert(self, table: str, name: str, stats: list[Any]) -> None:
-        tag = f"0:{name}:0/rank0/{table}" if table in ("actv", "actv_grad") else f"0:{name}/rank0/{table}"
+        kind = {"grad_reduced": "post_grad", "grad_unreduced": "acc_grad"}.get(table, table)   # TrainerMon's tags
+        tag = f"0:{name}:0/rank0/{kind}" if table in ("actv", "actv_grad") else f"0:{name}/rank0/{kind}"
         call = self.call_ids.setdefault(tag, len(self.call_ids))
         if not self.alerts:
             return

@@ -23,6 +23,7 @@ from engine.errors import PrecdxError, Warnings
 from engine.facts import Fact, make
 
 _RERUN_OF = {"target_rerun": "target", "baseline_rerun": "baseline"}
+PARAMS_MOVED = 1e-4   # relative statistics error of a weight beyond cross-device noise
 
 
 def _dumps(run: RunDir, warnings: Warnings) -> dict[tuple[int, int], DumpDir]:
@@ -502,10 +503,11 @@ def _monitor_localise(case: Case, tables: dict[int, dict], dumped: set[str]) -> 
         if found is None:
             continue
         loc = found.located
-        # the step before the first difference matched module for module, the step itself did not
-        # (what a dump of those two steps would say: the update between them differs)
+        # the step before the first difference matched module for module, the step itself did not,
+        # and the weights it starts from were moved apart by the update between them (beyond the
+        # last-bit noise two devices leave): what a dump of those two steps would say
         pr = found.result
-        if found.matched and found.matched[-1] == found.step - 1:
+        if found.matched and found.matched[-1] == found.step - 1 and found.param_err > PARAMS_MOVED:
             yield make("dump_step_compare", run=run.name, role=run.role, against=other.name,
                        against_role=other.role, step=found.step - 1, rank=0,
                        mode="exact" if exact else "statistics", all_match=True, n_compared=pr.n_compared,

@@ -226,7 +226,7 @@ class Alert:
             return "activation"
         if t == "actv_grad":
             return "activation_grad"
-        if t.startswith("grad") or t == "weight_grad":
+        if t.startswith("grad") or t in ("weight_grad", "post_grad", "pre_grad", "acc_grad"):
             return "gradient"
         if t.startswith("exp_avg") or t == "optimizer":
             return "optimizer_state"
@@ -301,6 +301,8 @@ def group_tables(paths: list[Path], warnings: Warnings) -> dict[str, Table]:
 
 
 _NONFINITE_STATS = ("min", "max", "mean", "norm")
+# weight gradients are alerted as post_grad (reduced) / acc_grad (before the reduction)
+_ALERT_TABLE = {"grad_reduced": "post_grad", "grad_unreduced": "acc_grad"}
 MAX_DERIVED = 200
 
 
@@ -313,15 +315,16 @@ def derive_alerts(tables: dict[str, Table]) -> list[Alert]:
     calls: dict[str, int] = {}
     for table in ("actv", "module", "actv_grad", "grad_unreduced", "grad_reduced", "weight_grad",
                   "exp_avg", "exp_avg_sq", "optimizer", "param_origin", "param_updated", "param"):
+        kind = _ALERT_TABLE.get(table, table)   # the tag TrainerMon's alerts use for that table
         for (name, step), rec in (tables.get(table) or {}).items():
-            tag = f"0:{name}:0/rank0/{table}" if table in ("actv", "actv_grad") else f"0:{name}/rank0/{table}"
+            tag = f"0:{name}:0/rank0/{kind}" if table in ("actv", "actv_grad") else f"0:{name}/rank0/{kind}"
             call = calls.setdefault(tag, len(calls))
             vals = [rec.get(k) for k in _NONFINITE_STATS]
             bad = [v for v in vals if v is not None and not math.isfinite(v)]
             if not bad and not rec.get("nans"):
                 continue
             value = bad[0] if bad else float("nan")
-            out.append(Alert(rank=0, step=step, rule="AnomalyNan", tag=tag, target=name, table=table,
+            out.append(Alert(rank=0, step=step, rule="AnomalyNan", tag=tag, target=name, table=kind,
                              value=value, call=call))
             if len(out) >= MAX_DERIVED:
                 return out

@@ -25,6 +25,7 @@ from engine.collectors.msprobe.entries import Entry, build_entry
 from engine.collectors.msprobe.localise import Located, classify_divergence, classify_nondeterminism, locate_first_nan
 from engine.collectors.msprobe.monitor import Table
 from engine.collectors.msprobe.naming import param_family
+from engine.collectors.msprobe.verdicts import _finite_stats_error
 
 _IO = re.compile(r"^(?P<module>.*)\.(?P<io>input|output)(?:_(?P<i>\d+))?$")
 _CLASS = "Monitored"   # stands for the class name a dump entry carries (the monitor has none)
@@ -145,6 +146,7 @@ class MonitorFinding:
     located: Located
     result: PassResult
     matched: list[int]
+    param_err: float = 0.0    # largest statistics error of the parameters the step computes with
 
 
 def compare_monitors(run: list[MonitorStep], against: list[MonitorStep], *, exact: bool,
@@ -165,8 +167,20 @@ def compare_monitors(run: list[MonitorStep], against: list[MonitorStep], *, exac
             continue
         loc = classify_nondeterminism(cand) if exact else classify_divergence(cand, pr)
         _family(loc)
-        return MonitorFinding(mine.step, loc, pr, matched)
+        return MonitorFinding(mine.step, loc, pr, matched, _param_error(pairs))
     return None
+
+
+def _param_error(pairs: list[tuple[Entry, Entry | None]]) -> float:
+    worst = 0.0
+    for a, b in pairs:
+        if b is None:
+            continue
+        for x, y in zip(a.params, b.params):
+            e = _finite_stats_error(x, y) if x.kind == y.kind == "tensor" else None
+            if e is not None:
+                worst = max(worst, e[0])
+    return worst
 
 
 def first_nan(run: Iterable[MonitorStep], source: Path) -> tuple[int, Located] | None:
