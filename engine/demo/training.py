@@ -148,7 +148,9 @@ def forward_backward(model, tokens: torch.Tensor, labels: torch.Tensor, loss_sca
 
 class TargetAdamW(torch.optim.AdamW):
     """AdamW with one implementation defect from update ``start`` on (the optimizer_update
-    fault): ``no_bias_correction`` leaves the moments uncorrected, ``bf16_master_weights``
+    fault): ``no_bias_correction`` leaves the moments uncorrected; ``moments_reset`` drops the
+    moments at update ``start`` (a resume without the optimizer state) while the step count that
+    drives the bias correction goes on, so the next updates are too small; ``bf16_master_weights``
     keeps the updated weights only to bf16 precision."""
 
     def __init__(self, groups, *, bug: str, start: int, **kw) -> None:
@@ -166,7 +168,7 @@ class TargetAdamW(torch.optim.AdamW):
                 for p in group["params"]:
                     p.copy_(p.to(torch.bfloat16).to(p.dtype))
             return None
-        for group in self.param_groups:   # no_bias_correction
+        for group in self.param_groups:   # no_bias_correction, moments_reset
             b1, b2 = group["betas"]
             for p in group["params"]:
                 if p.grad is None:
@@ -176,11 +178,19 @@ class TargetAdamW(torch.optim.AdamW):
                     st["step"] = torch.tensor(0.0)
                     st["exp_avg"] = torch.zeros_like(p)
                     st["exp_avg_sq"] = torch.zeros_like(p)
+                if self.bug == "moments_reset" and self.updates == self.start:
+                    st["exp_avg"].zero_()
+                    st["exp_avg_sq"].zero_()
                 st["step"] += 1
                 p.mul_(1 - group["lr"] * group["weight_decay"])
                 st["exp_avg"].lerp_(p.grad, 1 - b1)
                 st["exp_avg_sq"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
-                p.addcdiv_(st["exp_avg"], st["exp_avg_sq"].sqrt().add_(group["eps"]), value=-group["lr"])
+                c1, c2 = 1.0, 1.0
+                if self.bug == "moments_reset":   # corrected with the global step, not the restart's
+                    t = float(st["step"])
+                    c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+                denom = (st["exp_avg_sq"] / c2).sqrt().add_(group["eps"])
+                p.addcdiv_(st["exp_avg"], denom, value=-group["lr"] / c1)
         return None
 
 
