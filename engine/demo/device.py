@@ -44,7 +44,8 @@ class DeviceProfile:
     operator: str | None = None
     strength: float | None = None
     variant: str | None = None
-    nan_call: int = 0
+    nan_call: int | None = None       # None: every call of the operator at nan_step (a re-run of the
+                                      # step, as the watcher makes, fires again)
     vocab: int | None = None          # rows of the word embeddings (input_id_out_of_range: the
                                       # rows from here on are padding)
     overflow_now: bool = False        # loss_scale_collapse (kernel variant): this iteration overflows
@@ -154,7 +155,7 @@ def device_numerics(profile: DeviceProfile, *, layers: int = 2, steps: int = 40)
         if profile.nan_step is None or profile.step != profile.nan_step:
             return False
         if fault == "nan_op":
-            return name == (op or "softmax") and n == profile.nan_call
+            return name == (op or "softmax") and (profile.nan_call is None or n == profile.nan_call)
         if fault == "memory_stomp":
             return stomp == (name, n)
         return False

@@ -172,7 +172,7 @@ def _run_case(fault_name: str, out_dir: Path, steps: int, seed: int, params: Lab
     if fault.dump_mode is None and dump_runs is None:
         dumped_runs = ()
     launch = _launch_seeds(fault, seed, fault.runs, base_cfg.model.num_layers)
-    nan_call = 0
+    nan_call = None
     if params is not None and fault.name == "nan_op":
         calls = {"softmax": p.layers, "gelu": p.layers, "layer_norm": 2 * p.layers + 1}[p.operator or "softmax"]
         nan_call = random.Random(f"{seed}:call").randrange(calls)
