@@ -21,6 +21,13 @@ class ModelConfig:
     init_method_std: float = 0.02
     norm_epsilon: float = 1e-5
     post_norm: bool = False  # the "wiring" fault
+    parallel_residual: bool = False  # the "wiring" fault, other variant: attention and MLP side by side
+    padded_vocab: int | None = None  # embedding / output rows (Megatron pads the vocabulary)
+    dropout: float = 0.0             # attention and hidden dropout
+
+    @property
+    def rows(self) -> int:
+        return self.padded_vocab or self.vocab_size
 
 
 class ColumnParallelLinear(nn.Module):
@@ -61,25 +68,27 @@ class VocabParallelEmbedding(nn.Module):
 class LanguageModelEmbedding(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.word_embeddings = VocabParallelEmbedding(cfg.vocab_size, cfg.hidden_size, cfg.init_method_std)
+        self.word_embeddings = VocabParallelEmbedding(cfg.rows, cfg.hidden_size, cfg.init_method_std)
+        self.dropout = cfg.dropout
         self.position_embeddings = nn.Embedding(cfg.seq_length, cfg.hidden_size)
         nn.init.normal_(self.position_embeddings.weight, 0.0, cfg.init_method_std)
 
     def forward(self, ids, position_ids):
         x = self.word_embeddings(ids) + self.position_embeddings(position_ids)
-        return F.dropout(x, p=0.0, training=self.training)
+        return F.dropout(x, p=self.dropout, training=self.training)
 
 
 class DotProductAttention(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.head_dim = cfg.hidden_size // cfg.num_attention_heads
+        self.dropout = cfg.dropout
 
     def forward(self, q, k, v, mask):
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_dim)
         scores = scores.masked_fill(mask, float("-inf"))
         probs = F.softmax(scores, dim=-1)
-        probs = F.dropout(probs, p=0.0, training=self.training)
+        probs = F.dropout(probs, p=self.dropout, training=self.training)
         return torch.matmul(probs, v)
 
 
@@ -114,17 +123,23 @@ class TransformerLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.post_norm = cfg.post_norm
+        self.parallel_residual = cfg.parallel_residual
+        self.dropout = cfg.dropout
         self.input_layernorm = FusedLayerNorm(cfg.hidden_size, cfg.norm_epsilon)
         self.self_attention = SelfAttention(cfg)
         self.pre_mlp_layernorm = FusedLayerNorm(cfg.hidden_size, cfg.norm_epsilon)
         self.mlp = MLP(cfg)
 
     def forward(self, x, mask):
+        p = self.dropout
         if self.post_norm:
-            x = self.input_layernorm(x + F.dropout(self.self_attention(x, mask), p=0.0, training=self.training))
-            return self.pre_mlp_layernorm(x + F.dropout(self.mlp(x), p=0.0, training=self.training))
-        x = x + F.dropout(self.self_attention(self.input_layernorm(x), mask), p=0.0, training=self.training)
-        return x + F.dropout(self.mlp(self.pre_mlp_layernorm(x)), p=0.0, training=self.training)
+            x = self.input_layernorm(x + F.dropout(self.self_attention(x, mask), p=p, training=self.training))
+            return self.pre_mlp_layernorm(x + F.dropout(self.mlp(x), p=p, training=self.training))
+        if self.parallel_residual:
+            attn = F.dropout(self.self_attention(self.input_layernorm(x), mask), p=p, training=self.training)
+            return x + attn + F.dropout(self.mlp(self.pre_mlp_layernorm(x)), p=p, training=self.training)
+        x = x + F.dropout(self.self_attention(self.input_layernorm(x), mask), p=p, training=self.training)
+        return x + F.dropout(self.mlp(self.pre_mlp_layernorm(x)), p=p, training=self.training)
 
 
 class TransformerBlock(nn.Module):
@@ -144,7 +159,7 @@ class GPTModel(nn.Module):
         super().__init__()
         self.embedding = LanguageModelEmbedding(cfg)
         self.decoder = TransformerBlock(cfg)
-        self.output_layer = ColumnParallelLinear(cfg.hidden_size, cfg.vocab_size, cfg.init_method_std)
+        self.output_layer = ColumnParallelLinear(cfg.hidden_size, cfg.rows, cfg.init_method_std)
 
     def forward(self, ids, position_ids, mask):
         return self.output_layer(self.decoder(self.embedding(ids, position_ids), mask))
@@ -181,7 +196,15 @@ def build_model(cfg: ModelConfig, seed: int) -> DistributedDataParallel:
     return model
 
 
-def lm_loss(logits, labels, loss_mask):
-    """Megatron's masked mean of per-token cross entropy."""
+def lm_loss(logits, labels, loss_mask, variant: str | None = None):
+    """Megatron's masked mean of per-token cross entropy. ``variant`` (the loss_definition
+    fault) divides the same sum by something else: ``per_sample_sum`` by the number of samples
+    (a per-sample sum, averaged), ``grad_acc_twice`` by twice the token count (the loss divided
+    by the accumulation steps once more)."""
     losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
-    return (losses * loss_mask.reshape(-1)).sum() / loss_mask.sum()
+    total = (losses * loss_mask.reshape(-1)).sum()
+    if variant == "per_sample_sum":
+        return total / loss_mask.shape[0]
+    if variant == "grad_acc_twice":
+        return total / (2 * loss_mask.numel())
+    return total / loss_mask.sum()

@@ -39,6 +39,14 @@ class TrainConfig:
     hysteresis: int = 2
     token_offset: int = 0       # the data_preprocessing fault
     data_path: str = "synth_text_document"
+    data_seed: int | None = None    # None: the seed (the data_preprocessing "order" variant differs)
+    out_of_vocab: float = 0.0       # share of tokens with ids beyond the vocabulary (input_id_out_of_range)
+    bf16: bool = False              # train in bf16 (the precision fault)
+    seed_fixed: bool = True         # False: the launch draws its own seed (dropout masks differ)
+    loss_variant: str | None = None     # loss_definition fault: how the loss is reduced
+    optimizer_bug: str | None = None    # optimizer_update fault: what the AdamW gets wrong
+    optimizer_bug_from: int = 1         # ... from this update on (1 = the first)
+    load: str = "ckpt/tinygpt-mcore"    # checkpoint the run starts from (under the data root)
 
 
 @dataclass
@@ -64,13 +72,19 @@ class RunResult:
 
 def make_batch(cfg: TrainConfig, iteration: int, data_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Arithmetic-progression sequences (start, stride) mod (vocab - 4): a pattern the model
-    can learn, so the loss falls. ``token_offset`` shifts ids like a different vocabulary."""
+    can learn, so the loss falls. ``token_offset`` shifts ids like a different vocabulary;
+    ``out_of_vocab`` moves a share of the ids into the padded rows beyond the vocabulary."""
+    if cfg.data_seed is not None:
+        data_seed = cfg.data_seed
     g = torch.Generator().manual_seed(data_seed * 100003 + iteration)
     n, s = cfg.micro_batch_size, cfg.model.seq_length + 1
     usable = cfg.model.vocab_size - 4
     start = torch.randint(0, usable, (n, 1), generator=g)
     stride = torch.randint(1, 4, (n, 1), generator=g)
     seq = (start + stride * torch.arange(s)) % usable + cfg.token_offset
+    if cfg.out_of_vocab > 0 and cfg.model.rows > cfg.model.vocab_size:
+        beyond = torch.rand(seq.shape, generator=g) < cfg.out_of_vocab
+        seq = torch.where(beyond, seq % (cfg.model.rows - cfg.model.vocab_size) + cfg.model.vocab_size, seq)
     return seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
 
 
@@ -119,53 +133,157 @@ def step_inputs(tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
 
 
 def forward_backward(model, tokens: torch.Tensor, labels: torch.Tensor, loss_scale: float,
-                     inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                     inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+                     loss_variant: str | None = None) -> torch.Tensor:
     """One iteration's forward and (loss-scaled) backward: the part of the step a dump covers,
     shared by the training loop and by the watch demo's re-runs and replays."""
     position_ids, mask, loss_mask = inputs if inputs is not None else step_inputs(tokens)
-    loss = lm_loss(model(tokens, position_ids, mask), labels, loss_mask)
+    logits = model(tokens, position_ids, mask)
+    if logits.dtype != torch.float32:
+        logits = logits.float()   # the loss is computed in fp32 (vocab-parallel cross entropy)
+    loss = lm_loss(logits, labels, loss_mask, variant=loss_variant)
     (loss * loss_scale).backward()
     return loss
 
 
+class TargetAdamW(torch.optim.AdamW):
+    """AdamW with one implementation defect from update ``start`` on (the optimizer_update
+    fault): ``no_bias_correction`` leaves the moments uncorrected; ``moments_reset`` drops the
+    moments at update ``start`` (a resume without the optimizer state) while the step count that
+    drives the bias correction goes on, so the next updates are too small; ``bf16_master_weights``
+    keeps the updated weights only to bf16 precision."""
+
+    def __init__(self, groups, *, bug: str, start: int, **kw) -> None:
+        super().__init__(groups, **kw)
+        self.bug, self.start, self.updates = bug, start, 0
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.updates += 1
+        if self.updates < self.start:
+            return super().step(closure)
+        if self.bug == "bf16_master_weights":
+            super().step(closure)
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p.copy_(p.to(torch.bfloat16).to(p.dtype))
+            return None
+        for group in self.param_groups:   # no_bias_correction, moments_reset
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if not st:
+                    st["step"] = torch.tensor(0.0)
+                    st["exp_avg"] = torch.zeros_like(p)
+                    st["exp_avg_sq"] = torch.zeros_like(p)
+                if self.bug == "moments_reset" and self.updates == self.start:
+                    st["exp_avg"].zero_()
+                    st["exp_avg_sq"].zero_()
+                st["step"] += 1
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                st["exp_avg"].lerp_(p.grad, 1 - b1)
+                st["exp_avg_sq"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                c1, c2 = 1.0, 1.0
+                if self.bug == "moments_reset":   # corrected with the global step, not the restart's
+                    t = float(st["step"])
+                    c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+                denom = (st["exp_avg_sq"] / c2).sqrt().add_(group["eps"])
+                p.addcdiv_(st["exp_avg"], denom, value=-group["lr"] / c1)
+        return None
+
+
+@dataclass(frozen=True)
+class Injection:
+    """What the training loop itself does to the target (faults that live outside the
+    operators): ``swap`` replaces a weight with another checkpoint's values before training
+    ((parameter path, share of the difference, seed)); ``nan_weight`` writes NaN into a weight
+    after one update ((parameter path, 0-based iteration)); ``nan_hook`` patches a kernel the
+    dump does not capture behind one module, which writes NaN into its output at one iteration
+    ((module path, 0-based iteration))."""
+
+    swap: tuple[str, float, int] | None = None
+    nan_weight: tuple[str, int] | None = None
+    nan_hook: tuple[str, int] | None = None
+
+
+def _param(model, path: str) -> torch.nn.Parameter:
+    for name, p in model.named_parameters():
+        if name.endswith(path):
+            return p
+    raise KeyError(path)
+
+
 def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = None,
-          dump_step: int | None = None, summary_mode: str = "statistics",
-          overflow_from: int | None = None, watch_with=None) -> RunResult:
-    """Train ``cfg.train_iters`` iterations under ``profile``; dump step ``dump_step`` (0-based).
+          dump_step: int | list[int] | None = None, summary_mode: str = "statistics", level: str = "mix",
+          overflow_from: int | None = None, watch_with=None, monitor_with=None,
+          injection: Injection | None = None) -> RunResult:
+    """Train ``cfg.train_iters`` iterations under ``profile``; dump step(s) ``dump_step`` (0-based).
 
     ``overflow_from`` (loss_scale_collapse) makes a target fp16 kernel emit inf into the
     gradients on a growing share of iterations from that iteration on. ``watch_with(model,
     optimizer)`` returns an ``engine.watch.Watcher`` that gets each iteration's batch and logged
     scalars, before the update (as Megatron checks for NaN before it), can stop the run, and is
-    closed when training ends.
+    closed when training ends. ``monitor_with(model, optimizer)`` returns a training monitor
+    (``engine.demo.monitoring.TrainingMonitor``) that records every iteration.
     """
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, cfg.seed)
+    injection = injection or Injection()
+    if injection.swap is not None:
+        path, share, seed = injection.swap
+        p = _param(model, path)
+        other = torch.empty_like(p).normal_(0.0, cfg.model.init_method_std,
+                                            generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            p.add_(share * (other - p))
+    if injection.nan_hook is not None:
+        path, at = injection.nan_hook
+        module = next(m for n, m in model.named_modules() if n.endswith(path))
+
+        def uncaptured_kernel(mod, args, output, _at=at):
+            if profile.step == _at:
+                with torch.no_grad():
+                    output.view(-1, output.shape[-1])[0] = float("nan")
+            return output
+        module.register_forward_hook(uncaptured_kernel)
+    if cfg.bf16:
+        model.to(torch.bfloat16)
+    if not cfg.seed_fixed:
+        torch.manual_seed(profile.launch_seed)   # dropout masks drawn from an unfixed seed
     model.train()
     decay = [p for n, p in model.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    kw = dict(lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
+    optimizer = (TargetAdamW(groups, bug=cfg.optimizer_bug, start=cfg.optimizer_bug_from, **kw)
+                 if cfg.optimizer_bug else torch.optim.AdamW(groups, **kw))
     scaler = DynamicLossScaler(cfg)
-    probe = Probe(model, dump_dir, level="mix", summary_mode=summary_mode,
-                  steps=[dump_step] if dump_step is not None else [], rank=0) if dump_dir else None
+    steps = [dump_step] if isinstance(dump_step, int) else list(dump_step or [])
+    probe = Probe(model, dump_dir, level=level, summary_mode=summary_mode,
+                  steps=steps, rank=0) if dump_dir else None
     inputs = step_inputs(torch.zeros(cfg.micro_batch_size, cfg.model.seq_length, dtype=torch.long))
     overflow_gen = torch.Generator().manual_seed(cfg.seed + 7)
     result = RunResult(num_parameters=sum(p.numel() for p in model.parameters()))
     watcher = watch_with(model, optimizer) if watch_with is not None else None
+    monitor = monitor_with(model, optimizer) if monitor_with is not None else None
     try:
-        _loop(cfg, profile, model, optimizer, scaler, probe, inputs, overflow_gen, overflow_from, result, watcher)
+        _loop(cfg, profile, model, optimizer, scaler, probe, inputs, overflow_gen, overflow_from, result,
+              watcher, monitor, injection)
     finally:
         if watcher is not None:
             watcher.close()
+        if monitor is not None:
+            monitor.close()
     return result
 
 
 def _loop(cfg, profile, model, optimizer, scaler, probe, inputs, overflow_gen, overflow_from, result,
-          watcher) -> None:
+          watcher, monitor, injection) -> None:
     updates = 0
-    with device_numerics(profile):
+    in_kernel = profile.fault == "loss_scale_collapse" and profile.variant == "kernel"
+    with device_numerics(profile, layers=cfg.model.num_layers, steps=cfg.train_iters):
         for it in range(1, cfg.train_iters + 1):
             t0 = time.perf_counter()
             profile.step = it - 1
@@ -177,22 +295,29 @@ def _loop(cfg, profile, model, optimizer, scaler, probe, inputs, overflow_gen, o
             if watcher is not None:
                 watcher.batch({"tokens": tokens, "labels": labels, "loss_scale": scaler.scale,
                                "iteration": it, "seed": cfg.seed})
+            overflow_now = False
+            if overflow_from is not None and it >= overflow_from:
+                # share of overflowing iterations grows as training goes on
+                share = min(0.9, 0.25 + 0.02 * (it - overflow_from))
+                overflow_now = torch.rand((), generator=overflow_gen).item() < share
+            profile.overflow_now = overflow_now and in_kernel
+            if monitor is not None:
+                monitor.begin_step(it - 1)
             if probe is not None:
                 probe.start()
             try:
-                loss = forward_backward(model, tokens, labels, scaler.scale, inputs)
+                loss = forward_backward(model, tokens, labels, scaler.scale, inputs, loss_variant=cfg.loss_variant)
             finally:
                 if probe is not None:
                     probe.stop()
                     probe.step()
             grads = [p.grad for p in model.parameters() if p.grad is not None]
-            if overflow_from is not None and it >= overflow_from:
-                # share of overflowing iterations grows as training goes on
-                share = min(0.9, 0.25 + 0.02 * (it - overflow_from))
-                if torch.rand((), generator=overflow_gen).item() < share:
-                    grads[-1].view(-1)[0] = float("inf")
+            if overflow_now and not in_kernel:
+                grads[-1].view(-1)[0] = float("inf")
             for g in grads:
                 g.div_(scaler.scale)
+            if monitor is not None:
+                monitor.after_backward(it - 1)
             norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad))
             loss_value = float(loss.detach())
             found_inf = cfg.fp16 and not math.isfinite(norm)
@@ -201,11 +326,20 @@ def _loop(cfg, profile, model, optimizer, scaler, probe, inputs, overflow_gen, o
                 skipped=found_inf)
             if math.isnan(norm) and not cfg.fp16:
                 result.failed_at = it
+                if monitor is not None:
+                    monitor.end_step(it - 1, optimizer, updated=False)
                 break
             scaler.update(found_inf)
             if not found_inf:
+                if monitor is not None:
+                    monitor.before_update(it - 1)
                 optimizer.step()
                 updates += 1
+                if injection.nan_weight is not None and injection.nan_weight[1] == it - 1:
+                    with torch.no_grad():
+                        _param(model, injection.nan_weight[0]).view(-1)[0] = float("nan")
+            if monitor is not None:
+                monitor.end_step(it - 1, optimizer, updated=not found_inf)
             elapsed = (time.perf_counter() - t0) * 1000.0
             result.iterations.append(IterationRecord(
                 iteration=it, consumed_samples=it * cfg.global_batch_size, elapsed_ms=elapsed, lr=lr,

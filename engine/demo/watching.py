@@ -92,6 +92,9 @@ def run_watch_case(fault_name: str, out_dir: Path | str, *, steps: int = 24, see
     fault = FAULTS.get(fault_name)
     if fault is None:
         raise PrecdxError(f"unknown demo fault {fault_name!r}; choose one of {', '.join(FAULTS)}")
+    if not fault.watchable:
+        raise PrecdxError(f"demo fault {fault_name!r} has no watched variant; --watch supports "
+                          + ", ".join(name for name, f in FAULTS.items() if f.watchable))
     if steps < MIN_STEPS:
         raise PrecdxError(f"the demo needs at least {MIN_STEPS} steps to show a trend (got {steps})")
     out_dir = Path(out_dir)

@@ -59,8 +59,9 @@ class FirstDivergence(Fact):
     against_role: Role = F("role of the run it is compared with", default="baseline")
     step: Int = F("msprobe step of the compared dumps", unit="steps")
     rank: Int = F("rank of the compared dumps")
-    method: Literal["ours", "msprobe_compare", "diff_analyze"] = F(
-        "who found it: our own dump comparison, msprobe's compare CSV, or msprobe's -da json")
+    method: Literal["ours", "msprobe_compare", "diff_analyze", "monitor"] = F(
+        "who found it: our own dump comparison, msprobe's compare CSV, msprobe's -da json, or the "
+        "training monitor's per-step module statistics compared like a module-level dump")
     api: str = F("full msprobe entry name, e.g. Functional.gelu.0.forward")
     api_name: str = F("API name without call index and direction, e.g. Functional.gelu")
     family: Family = F(_FAMILY)
@@ -85,6 +86,10 @@ class FirstDivergence(Fact):
     matched_by: Literal["name", "fallback", "msprobe"] = F(
         "how the API was paired: exact name (name + call order + shapes), fallback (same API "
         "name and shapes at a shifted call index), or msprobe's own pairing", default="name")
+    after_loss: Bool | None = F(
+        "the difference enters after the loss was computed: a forward API downstream of the loss "
+        "function (its reduction or scaling), or the first backward entry, whose incoming gradient "
+        "(the loss's) differs while every forward entry matched")
 
 
 @fact_type("dump_step_compare", collectors=("msprobe",), identity=("run", "against", "step", "rank"))
@@ -118,9 +123,10 @@ class FirstNan(Fact):
     role: Role = F("role of that run")
     step: Int = F("msprobe step", unit="steps")
     rank: Int = F("rank of this dump")
-    method: Literal["ours", "overflow_check", "msprobe_compare"] = F(
-        "who located it: our scan of the dump, msprobe overflow_check's anomaly_analyze json, or "
-        "our scan of the target rows of an msprobe compare result")
+    method: Literal["ours", "overflow_check", "msprobe_compare", "monitor"] = F(
+        "who located it: our scan of the dump, msprobe overflow_check's anomaly_analyze json, "
+        "our scan of the target rows of an msprobe compare result, or our scan of the training "
+        "monitor's per-step module statistics")
     api: str = F("full msprobe entry name of the first API with an Inf/NaN")
     api_name: str = F("API name without call index and direction")
     family: Family = F(_FAMILY)
@@ -162,6 +168,9 @@ class NondeterministicApi(Fact):
     module: Optional[str] = F("module path from construct.json", match=False)
     code_line: Optional[str] = F("user code line from stack.json", match=False)
     order_index: Int | None = F("position in the dump's execution order", unit="count")
+    output_rel_err: Num | None = F("largest relative difference over the API's outputs between the two "
+                                   "launches (a rounding order: ~1e-6; other random numbers: ~1)",
+                                   unit="ratio")
 
 
 @fact_type("dump_structure_diff", collectors=("msprobe",),

@@ -27,6 +27,7 @@ def cases(tmp_path_factory):
 def test_catalogue_has_the_required_faults():
     assert {"hyperparameter", "data_preprocessing", "wiring", "operator_defect", "nan_op",
             "nondeterministic_op", "loss_scale_collapse"} <= set(FAULTS)
+    assert len(FAULTS) >= 15 and len({f.failure_mode for f in FAULTS.values()}) == len(FAULTS)
     assert DEFAULT_FAULT in FAULTS
 
 
@@ -55,13 +56,14 @@ def test_case_folder_complete(cases, name, shared_dir):
         script = (run / "pretrain_gpt.sh").read_text()
         assert 'GPT_ARGS="' in script and f"--train-iters {STEPS}" in script
         dumps = sorted(run.glob("msprobe_dump/step*/rank0/dump.json"))
-        if role in fault.dump_runs:
-            assert len(dumps) == 1
-            for f in ("stack.json", "construct.json"):
-                assert (dumps[0].parent / f).is_file()
+        if role in fault.dump_runs and fault.dump_mode:
             config = json.loads((run / "msprobe_config.json").read_text())
+            assert len(dumps) == len(config["step"]) >= 1
+            for d in dumps:
+                for f in ("stack.json", "construct.json"):
+                    assert (d.parent / f).is_file()
             assert config["statistics"]["summary_mode"] == fault.dump_mode
-            assert f"step{config['step'][0]}" == dumps[0].parent.parent.name
+            assert sorted(f"step{s}" for s in config["step"]) == [d.parent.parent.name for d in dumps]
         else:
             assert not dumps
 
@@ -123,6 +125,30 @@ def test_data_and_wiring_visible_in_dumps(cases):
     assert (ids_b["Min"], ids_b["Max"]) != (ids_t["Min"], ids_t["Max"])
     base, target = _data(cases["wiring"], "baseline"), _data(cases["wiring"], "target")
     assert list(base) != list(target)
+
+
+def test_optimizer_fault_matches_at_step0_and_not_after_the_update(cases):
+    case = cases["optimizer_update"]
+    steps = sorted(p.name for p in (case / "target" / "msprobe_dump").iterdir())
+    assert steps == ["step0", "step1"]
+
+    def data(role, step):
+        return json.loads((case / role / "msprobe_dump" / step / "rank0" / "dump.json").read_text())["data"]
+
+    def weight(d):
+        return d["Functional.embedding.0.forward"]["input_args"][1]
+    assert weight(data("baseline", "step0")) == weight(data("target", "step0"))
+    assert weight(data("baseline", "step1"))["Norm"] != weight(data("target", "step1"))["Norm"]
+
+
+def test_nan_faults_leave_their_marks(cases):
+    target = _data(cases["nan_weight"], "target")
+    first = next(k for k, v in target.items() if "NaN" in json.dumps(v))
+    assert "NaN" in json.dumps(target[first]["input_args"][1:]) or "parameters" in target[first]
+    stomp = [next(k for k, v in _data(cases["memory_stomp"], r).items() if "NaN" in json.dumps(v.get("output")))
+             for r in ("target", "target_rerun")]
+    assert stomp[0] != stomp[1]
+    assert not any("NaN" in json.dumps(v) for v in _data(cases["memory_stomp"], "baseline").values())
 
 
 def test_bad_arguments_are_precdx_errors(tmp_path):

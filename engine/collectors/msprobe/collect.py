@@ -2,6 +2,7 @@
 the per-rank tasks through an executor, and building the facts from their reports."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from engine.errors import PrecdxError, Warnings
 from engine.facts import Fact, make
 
 _RERUN_OF = {"target_rerun": "target", "baseline_rerun": "baseline"}
+PARAMS_MOVED = 1e-4   # relative statistics error of a weight beyond cross-device noise
 
 
 def _dumps(run: RunDir, warnings: Warnings) -> dict[tuple[int, int], DumpDir]:
@@ -160,7 +162,8 @@ def _pair_facts(rep: TaskReport, run: RunDir, against: RunDir, step: int, rank: 
                    against_role=against.role, step=step, rank=rank,
                    mode="md5" if mode == "md5" else "exact", api=f.api, api_name=f.api_name,
                    family=f.family, direction=f.direction, kind=f.kind, module=f.module,
-                   code_line=f.code_line, order_index=f.order, source=src)
+                   code_line=f.code_line, order_index=f.order, output_rel_err=_finite(f.output_rel_err),
+                   source=src)
     elif f is not None:
         yield make("first_divergence", run=run.name, role=run.role, against=against.name,
                    against_role=against.role, step=step, rank=rank, method="ours", api=f.api,
@@ -169,7 +172,7 @@ def _pair_facts(rep: TaskReport, run: RunDir, against: RunDir, step: int, rank: 
                    code_line=f.code_line, input_rel_err=f.input_rel_err,
                    output_rel_err=f.output_rel_err, order_index=f.order,
                    label=f.label if f.label in ("error", "warning") else "warning",
-                   matched_by=f.matched_by, source=src)
+                   matched_by=f.matched_by, after_loss=f.after_loss, source=src)
     names = []
     for side_name, counts in (("run_only", rep.run_only), ("against_only", rep.against_only)):
         for (kind, name), count in sorted(counts.items()):
@@ -203,6 +206,10 @@ def _nan_facts(nan_by, nan_runs, baseline_abnormal) -> Iterator[Fact]:
 
 # ---- artefacts other than dumps -------------------------------------------------------------
 
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
 def _guard(warnings: Warnings, path: Path, fn, *args):
     """Run one reader; a bad file becomes a warning naming it (other artefacts still count)."""
     try:
@@ -222,7 +229,7 @@ def collect_other_facts(case: Case, warnings: Warnings,
         yield from _compare_results(case, run, warnings, covered or set())
         yield from _analyses(run, warnings)
         yield from _checks(run, warnings)
-    yield from _monitor(case, warnings)
+    yield from _monitor(case, warnings, {run for run, _step, _rank in (covered or set())})
 
 
 def _partner(case: Case, run: RunDir) -> tuple[RunDir | None, str, str, bool]:
@@ -245,13 +252,17 @@ def _compare_results(case: Case, run: RunDir, warnings: Warnings,
     localisation as two dumps (the target and bench statistics of every tensor are in the rows):
     first divergence and its kind, the rerun difference, the first NaN, one-sided APIs. Dump-level
     facts are left to our own dump comparison when the run's dump of that step/rank was read."""
-    placed: set[tuple[int, int]] = set()   # one localisation per step/rank (first file wins)
+    placed: set[tuple[int, int, bool]] = set()   # one localisation per step/rank and kind (first file wins)
     nan_by: dict[tuple[int, int], tuple[Located, str, bool | None]] = {}
-    other, against, against_role, exact = _partner(case, run)
+    other, folder_against, folder_role, folder_exact = _partner(case, run)
     for art in sorted(run.files("msprobe.compare_result"), key=lambda a: str(a.path)):
         res = _guard(warnings, art.path, compare_result.read_compare_result, warnings)
         if res is None:
             continue
+        against, against_role, exact = folder_against, folder_role, folder_exact
+        if not exact and res.same_device:
+            # a rerun comparison found in the run's own folder: told by its rows
+            against, against_role, exact = f"{run.name} (another launch)", run.role, True
         errors = sum(1 for a in res.apis if a.label == "error")
         warns = sum(1 for a in res.apis if a.label == "warning")
         first = res.first_flagged()
@@ -263,9 +274,9 @@ def _compare_results(case: Case, run: RunDir, warnings: Warnings,
                    n_nonfinite=sum(1 for a in res.apis if a.nonfinite),
                    first_error_api=first.api if first else None, source=src)
         step, rank = res.step or 0, res.rank or 0
-        if (step, rank) in placed or not res.pairs:
+        if (step, rank, exact) in placed or not res.pairs:
             continue
-        placed.add((step, rank))
+        placed.add((step, rank, exact))
         header = DumpHeader(task=res.mode, level="unknown", framework="unknown")
         pr = compare_pairs(SideScan(art.path, header), SideScan(art.path, header), res.pairs, exact=exact)
         cand = pr.first or pr.first_module
@@ -286,7 +297,8 @@ def _compare_results(case: Case, run: RunDir, warnings: Warnings,
                            against_role=against_role, step=step, rank=rank,
                            mode="md5" if pr.mode == "md5" else "exact", api=loc.api, api_name=loc.api_name,
                            family=loc.family, direction=loc.direction, kind=loc.kind, module=loc.module,
-                           code_line=loc.code_line, order_index=loc.order, source=src)
+                           code_line=loc.code_line, order_index=loc.order,
+                           output_rel_err=_finite(loc.output_rel_err), source=src)
         elif loc is not None:
             yield make("first_divergence", run=run.name, role=run.role, against=against,
                        against_role=against_role, step=step, rank=rank, method="msprobe_compare",
@@ -295,7 +307,7 @@ def _compare_results(case: Case, run: RunDir, warnings: Warnings,
                        module=loc.module, code_line=loc.code_line, input_rel_err=loc.input_rel_err,
                        output_rel_err=loc.output_rel_err, order_index=loc.order,
                        label=loc.label if loc.label in ("error", "warning") else "warning",
-                       matched_by="msprobe", source=src)
+                       matched_by="msprobe", after_loss=loc.after_loss, source=src)
         if own_dump:
             continue
         n_unmatched = sum(pr.run_only.values())
@@ -398,52 +410,127 @@ def _checks(run: RunDir, warnings: Warnings) -> Iterator[Fact]:
                        max_rel=ln.max_rel, threshold=ln.threshold, exceeds=ln.exceeds, source=str(art.path))
 
 
-def _monitor(case: Case, warnings: Warnings) -> Iterator[Fact]:
+def _monitor(case: Case, warnings: Warnings, dumped: set[str] | None = None) -> Iterator[Fact]:
+    """Facts from the training monitor: its alerts (anomaly.json, or derived from the per-step
+    CSVs when the run has no alert file), the per-parameter comparison with the baseline, and
+    (for runs whose dumps were not compared) the per-step module statistics localised like a
+    module-level dump: first divergence, rerun difference, first Inf/NaN."""
+    dumped = dumped or set()
+    tables: dict[int, dict] = {}
+    for run in case.runs:
+        files = [a.path for a in run.files("msprobe.monitor")]
+        if files:
+            tables[id(run)] = monitor.group_tables(files, warnings)
     for run in case.runs:
         alerts: list[tuple[monitor.Alert, str]] = []
         for art in run.files("msprobe.monitor_alerts"):
             alerts += [(a, str(art.path)) for a in _guard(warnings, art.path, monitor.read_alerts) or []]
-        firsts: dict[int, tuple] = {}
-        for a, _src in alerts:
-            if not a.benign:
-                key = (a.step, a.call if a.call is not None else 1 << 62, a.tag)
-                firsts[a.rank] = min(firsts.get(a.rank, key), key)
-        seen: set[tuple[int, str, int]] = set()
-        for a, src in alerts:
-            if (a.rank, a.tag, a.step) in seen:   # anomaly.json and anomaly_analyse.json repeat records
-                continue
-            seen.add((a.rank, a.tag, a.step))
-            first = not a.benign and firsts.get(a.rank) == (a.step, a.call if a.call is not None else 1 << 62, a.tag)
-            yield make("monitor_anomaly", run=run.name, role=run.role, rank=a.rank, step=a.step,
-                       rule=a.rule, tag=a.tag, target=a.target, table=a.table, value=a.value,
-                       benign=a.benign, module=a.module, category=a.category, call=a.call,
-                       first=first, source=src)
+        if not run.files("msprobe.monitor_alerts") and id(run) in tables:
+            src = ", ".join(sorted({str(a.path.parent) for a in run.files("msprobe.monitor")}))
+            alerts = [(a, src) for a in monitor.derive_alerts(tables[id(run)])]
+        yield from _alert_facts(run, alerts)
     baseline = case.main("baseline")
-    if baseline is None:
-        return
-    base_files = [a.path for a in baseline.files("msprobe.monitor")]
-    if not base_files:
-        return
-    base_tables = monitor.group_tables(base_files, warnings)
+    if baseline is not None and id(baseline) in tables:
+        base_tables = tables[id(baseline)]
+        for run in case.runs:
+            if run is baseline or id(run) not in tables:
+                continue
+            files = [a.path for a in run.files("msprobe.monitor")]
+            for table in sorted(set(tables[id(run)]) & set(base_tables)):
+                if not (table.startswith("grad") or table.startswith("param") or table.startswith("exp_avg")):
+                    continue
+                res = monitor.compare_tables(tables[id(run)][table], base_tables[table], table)
+                if res is None:
+                    continue
+                yield make("grad_monitor_compare", run=run.name, against=baseline.name, metric=res.metric,
+                           n_params=res.n_params, n_steps=res.n_steps, departs=res.departs,
+                           first_step=res.first_step, param=res.param, param_family=res.family,
+                           ratio=res.ratio, max_ratio=res.max_ratio, common_mode=res.common_mode,
+                           late_growth=res.late_growth, nonfinite_step=res.nonfinite_step,
+                           source=", ".join(sorted({str(p.parent) for p in files})))
+    yield from _monitor_localise(case, tables, dumped)
+
+
+def _alert_facts(run: RunDir, alerts: list[tuple[monitor.Alert, str]]) -> Iterator[Fact]:
+    firsts: dict[int, tuple] = {}
+    for a, _src in alerts:
+        if not a.benign:
+            key = (a.step, a.call if a.call is not None else 1 << 62, a.tag)
+            firsts[a.rank] = min(firsts.get(a.rank, key), key)
+    seen: set[tuple[int, str, int]] = set()
+    for a, src in alerts:
+        if (a.rank, a.tag, a.step) in seen:   # anomaly.json and anomaly_analyse.json repeat records
+            continue
+        seen.add((a.rank, a.tag, a.step))
+        first = not a.benign and firsts.get(a.rank) == (a.step, a.call if a.call is not None else 1 << 62, a.tag)
+        yield make("monitor_anomaly", run=run.name, role=run.role, rank=a.rank, step=a.step,
+                   rule=a.rule, tag=a.tag, target=a.target, table=a.table, value=a.value,
+                   benign=a.benign, module=a.module, category=a.category, call=a.call,
+                   first=first, source=src)
+
+
+def _monitor_localise(case: Case, tables: dict[int, dict], dumped: set[str]) -> Iterator[Fact]:
+    from engine.collectors.msprobe import monitor_localise as ml
+
+    steps = {rid: ml.monitor_steps(t) for rid, t in tables.items()}
+    sources = {id(r): Path(", ".join(sorted({str(a.path.parent) for a in r.files("msprobe.monitor")})) or r.name)
+               for r in case.runs if id(r) in tables}
+    baseline = case.main("baseline")
     for run in case.runs:
-        if run is baseline:
+        rid = id(run)
+        if rid not in steps or run.name in dumped:
             continue
-        files = [a.path for a in run.files("msprobe.monitor")]
-        if not files:
+        src = sources[rid]
+        nan = ml.first_nan(steps[rid], src)
+        if nan is not None:
+            step, loc = nan
+            twin = None
+            if baseline is not None and baseline is not run and id(baseline) in steps:
+                other = next((s for s in steps[id(baseline)] if s.step == step), None)
+                entry = next((e for e in other.entries if e.name.full == loc.api), None) if other else None
+                if entry is not None:
+                    twin = not any(t.abnormal() for t in entry.tensors())
+            yield make("first_nan", run=run.name, role=run.role, step=step, rank=0, method="monitor",
+                       api=loc.api, api_name=loc.api_name, family=loc.family, direction=loc.direction,
+                       kind=loc.kind, value=loc.value, module=loc.module, order_index=loc.order,
+                       baseline_finite=twin, origin_rank=0, is_origin_rank=True, source=str(src))
+        base_role = _RERUN_OF.get(run.role)
+        other = case.main(base_role) if base_role else (baseline if run.role != "baseline" else None)
+        if other is None or other is run or id(other) not in steps:
             continue
-        tables = monitor.group_tables(files, warnings)
-        for table in sorted(set(tables) & set(base_tables)):
-            if not (table.startswith("grad") or table.startswith("param") or table.startswith("exp_avg")):
-                continue
-            res = monitor.compare_tables(tables[table], base_tables[table], table)
-            if res is None:
-                continue
-            yield make("grad_monitor_compare", run=run.name, against=baseline.name, metric=res.metric,
-                       n_params=res.n_params, n_steps=res.n_steps, departs=res.departs,
-                       first_step=res.first_step, param=res.param, param_family=res.family,
-                       ratio=res.ratio, max_ratio=res.max_ratio, common_mode=res.common_mode,
-                       late_growth=res.late_growth, nonfinite_step=res.nonfinite_step,
-                       source=", ".join(sorted({str(p.parent) for p in files})))
+        exact = base_role is not None
+        found = ml.compare_monitors(steps[rid], steps[id(other)], exact=exact, source=src)
+        if found is None:
+            continue
+        loc = found.located
+        # the step before the first difference matched module for module, the step itself did not,
+        # and the weights it starts from were moved apart by the update between them (beyond the
+        # last-bit noise two devices leave): what a dump of those two steps would say
+        pr = found.result
+        if found.matched and found.matched[-1] == found.step - 1 and found.param_err > PARAMS_MOVED:
+            yield make("dump_step_compare", run=run.name, role=run.role, against=other.name,
+                       against_role=other.role, step=found.step - 1, rank=0,
+                       mode="exact" if exact else "statistics", all_match=True, n_compared=pr.n_compared,
+                       n_error=0, n_warning=0, n_diverged=0, n_unmatched=0, n_fallback=0, source=str(src))
+        yield make("dump_step_compare", run=run.name, role=run.role, against=other.name,
+                   against_role=other.role, step=found.step, rank=0, mode="exact" if exact else "statistics",
+                   all_match=False, n_compared=pr.n_compared, n_error=pr.n_error, n_warning=pr.n_warning,
+                   n_diverged=pr.n_diverged, n_unmatched=sum(pr.run_only.values()), n_fallback=0,
+                   max_output_rel_err=pr.max_out_err if pr.n_compared else None, source=str(src))
+        if exact:
+            yield make("nondeterministic_api", run=run.name, role=run.role, against=other.name,
+                       against_role=other.role, step=found.step, rank=0, mode="exact", api=loc.api,
+                       api_name=loc.api_name, family=loc.family, direction=loc.direction, kind=loc.kind,
+                       module=loc.module, order_index=loc.order, output_rel_err=_finite(loc.output_rel_err),
+                       source=str(src))
+        else:
+            yield make("first_divergence", run=run.name, role=run.role, against=other.name,
+                       against_role=other.role, step=found.step, rank=0, method="monitor", api=loc.api,
+                       api_name=loc.api_name, family=loc.family, direction=loc.direction, kind=loc.kind,
+                       reason=loc.reason, dtype=loc.dtype, dtype_against=loc.dtype_against, module=loc.module,
+                       input_rel_err=loc.input_rel_err, output_rel_err=loc.output_rel_err,
+                       order_index=loc.order, label=loc.label if loc.label in ("error", "warning") else "warning",
+                       matched_by="name", after_loss=loc.after_loss, source=str(src))
 
 
 def collect(case: Case, warnings: Warnings, *, quiet: bool = False,

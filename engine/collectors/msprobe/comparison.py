@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from functools import lru_cache
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -18,11 +19,17 @@ from typing import Callable, Iterable, Iterator
 from engine.collectors.msprobe.dumpdir import DumpHeader, DumpReadError, iter_entries, read_header
 from engine.collectors.msprobe.entries import Entry, EntryIssues, TensorInfo
 from engine.collectors.msprobe.intindex import IntIndex
+from engine.collectors.msprobe.naming import api_family
 from engine.collectors.msprobe.verdicts import DIVERGE, ApiDiff, compare_api, compare_summary
 
 _HARD_INPUT = frozenset({"dtype", "shape", "scalar_arg", "md5", "nonfinite"})
 _INIT_OPS = ("empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
              "empty_with_format")
+
+
+@lru_cache(maxsize=4096)
+def _is_loss(api_base: str) -> bool:
+    return api_family(api_base) == "loss"
 
 
 def tensor_key(t: TensorInfo) -> int | None:
@@ -55,6 +62,9 @@ class SideScan:
     param_keys: IntIndex = field(default_factory=IntIndex)
     producers: IntIndex = field(default_factory=IntIndex)  # tensor_key -> earliest order producing it
     keep_producers: bool = False
+    first_order: int | None = None               # order of the first entry seen
+    first_loss_order: int | None = None          # first forward API of the loss family (cross_entropy ...)
+    first_backward_order: int | None = None      # first backward entry (weight gradients excluded)
     issues: EntryIssues = field(default_factory=EntryIssues)   # odd content, reported once per file
     _modes: Counter = field(default_factory=Counter)
 
@@ -89,7 +99,17 @@ class SideScan:
                     self.first_abnormal_module = e
             elif self.first_abnormal is None:
                 self.first_abnormal = e
-        if self.keep_producers and not e.name.is_module:
+        if self.first_order is None:
+            self.first_order = e.order
+        direction = e.name.direction
+        if direction == "forward":
+            if self.first_loss_order is None and not e.name.is_module and _is_loss(e.name.base):
+                self.first_loss_order = e.order
+        elif self.first_backward_order is None and direction == "backward":
+            self.first_backward_order = e.order
+        if self.keep_producers:
+            # module outputs too: in a module-level view (L0 dumps, the training monitor) the
+            # tensor a module hands on has no API producer; in mix dumps an API made it earlier
             for t in e.outputs:
                 key = tensor_key(t)
                 if key is not None:

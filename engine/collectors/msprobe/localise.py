@@ -8,8 +8,20 @@ from dataclasses import dataclass
 
 from engine.collectors.msprobe.comparison import Candidate, PassResult, SideScan, tensor_key
 from engine.collectors.msprobe.entries import Entry, TensorInfo
-from engine.collectors.msprobe.naming import api_family
-from engine.collectors.msprobe.verdicts import DIVERGE, INPUT_MATCH
+from engine.collectors.msprobe.naming import EntryName, api_family, param_family
+from engine.collectors.msprobe.verdicts import DIVERGE, INPUT_MATCH, _finite_stats_error
+
+_MODULE_FAMILIES = {"embedding": "embedding", "norm": "norm", "attention": "attention"}
+
+
+def entry_family(name: EntryName) -> str:
+    """Operator family of an entry: the API's, or for a module (L0 dumps, the training monitor) the
+    family its path names (embedding, norm, attention), else 'module'."""
+    if name.is_module:
+        path = name.module_path or ""
+        return _MODULE_FAMILIES.get(param_family(path), "module") if path else "module"
+    return api_family(name.base)
+
 
 # Which input kinds explain a divergence best when several inputs differ.
 _KIND_PRIORITY = ("data_input", "weights", "wiring", "propagated")
@@ -36,6 +48,7 @@ class Located:
     comm_input_abnormal: bool | None = None
     module: str | None = None
     code_line: str | None = None
+    after_loss: bool | None = None     # first_divergence: the loss was already computed (see classify)
 
 
 def _first_tensor(ts: list[TensorInfo]) -> TensorInfo | None:
@@ -60,6 +73,11 @@ def _input_origin(t: TensorInfo, e: Entry, run: SideScan, res: PassResult) -> st
         return "data_input"
     if key is not None and key in run.param_keys:
         return "weights"
+    if e.name.is_module:
+        # a module-level view (L0 dump, training monitor): what reaches a module without coming
+        # from an earlier module was computed by its parent's own code between two modules (the
+        # model's input excepted: it reaches the first module)
+        return "data_input" if e.order == run.first_order else "introduced"
     if t.requires_grad:
         # a leaf that needs a gradient and that no dumped call produced is a parameter
         return "weights"
@@ -82,6 +100,7 @@ def classify_divergence(c: Candidate, res: PassResult) -> Located:
         if "dtype" in td.reasons and td.err <= DIVERGE:
             continue  # same values in another precision: the call itself computes differently
         kinds.append(_input_origin(t, a, res.run, res))
+    kinds = [k for k in kinds if k != "introduced"]
     if not kinds or scalar_changed:
         kind = "introduced"
     else:
@@ -95,13 +114,29 @@ def classify_divergence(c: Candidate, res: PassResult) -> Located:
     if scalar_changed:
         reason = "scalar_arg"
     label = d.label if d.label != "pass" else "warning"
+    run = res.run
+    if a.name.direction == "forward":
+        # the loss reduction (sum, mean, division, scaling) after the loss function, not a layer
+        # of a later micro-batch
+        after_loss = run.first_loss_order is not None and run.first_loss_order < a.order and \
+            api_family(a.name.base) in ("elementwise", "loss", "other")
+    else:
+        # every forward entry matched and the very first backward entry gets a gradient no dumped
+        # call produced: the gradient of the loss itself (its definition or scaling) differs (a
+        # module's weight gradients come just before its backward entry: the first module's count)
+        first = run.first_backward_order
+        if a.name.direction == "parameters_grad":
+            after_loss = first is None or a.order < first
+        else:
+            after_loss = kind in ("introduced", "data_input") and a.order == first and bool(d.inputs) \
+                and d.in_err > INPUT_MATCH
     return Located(
-        api=a.name.full, api_name=a.name.base, family=api_family(a.name.base),
+        api=a.name.full, api_name=a.name.base, family=entry_family(a.name),
         direction=a.name.direction if a.name.direction in ("forward", "backward", "parameters_grad") else "forward",
         order=a.order, kind=kind, reason=reason,
         dtype=out_t.dtype if out_t else None, dtype_against=out_b.dtype if out_b else None,
         input_rel_err=_finite_or_inf(d.in_err), output_rel_err=_finite_or_inf(d.out_err),
-        label=label, matched_by=c.matched_by)
+        label=label, matched_by=c.matched_by, after_loss=after_loss)
 
 
 def classify_nondeterminism(c: Candidate) -> Located:
@@ -117,11 +152,23 @@ def classify_nondeterminism(c: Candidate) -> Located:
     else:
         kind = "nondeterministic_op"
     return Located(
-        api=a.name.full, api_name=a.name.base, family=api_family(a.name.base),
+        api=a.name.full, api_name=a.name.base, family=entry_family(a.name),
         direction=a.name.direction if a.name.direction in ("forward", "backward", "parameters_grad") else "forward",
         order=a.order, kind=kind,
-        output_rel_err=_finite_or_inf(d.out_err), input_rel_err=_finite_or_inf(d.in_err),
+        output_rel_err=_stats_error(a.outputs, c.b.outputs), input_rel_err=_finite_or_inf(d.in_err),
         matched_by=c.matched_by)
+
+
+def _stats_error(xs: list[TensorInfo], ys: list[TensorInfo]) -> float | None:
+    """How far the outputs' statistics are apart (md5 dumps carry them beside the checksum);
+    None when no pair of finite statistics is there (xor checksums only)."""
+    errs = []
+    for x, y in zip(xs, ys):
+        if x.kind == "tensor" and y.kind == "tensor":
+            e = _finite_stats_error(x, y)
+            if e is not None:
+                errs.append(e[0])
+    return max(errs) if errs else None
 
 
 def _finite_or_inf(x: float) -> float:
@@ -142,13 +189,19 @@ def locate_first_nan(scan: SideScan) -> Located | None:
     e = scan.nan_entry
     if e is None:
         return None
-    family = api_family(e.name.base)
+    family = entry_family(e.name)
     bad_in = [t for t in e.inputs + e.params if t.kind == "tensor" and t.abnormal()]
     bad_out = [t for t in e.outputs if t.kind == "tensor" and t.abnormal()]
     if not bad_in:
         kind = "communication" if family == "communication" else "operator_output"
     elif any(_is_parameter(t, e, scan) for t in bad_in):
         kind = "weight"
+    elif e.name.is_module and e.order != scan.first_order:
+        # a module-level view (L0 dump, training monitor): what reaches a module non-finite while
+        # every module before it was finite was made by its parent's own code between two
+        # modules -- an operator, as far as this view can tell (only an API-level dump can say
+        # whether the dump captured it)
+        kind = "operator_output"
     else:
         kind = "input"
     return Located(
@@ -169,4 +222,6 @@ def _is_parameter(t: TensorInfo, e: Entry, scan: SideScan) -> bool:
     if scan.modules:
         return False  # modules were dumped and none holds a non-finite parameter
     # L1 dumps carry no module parameters: a gradient-carrying tensor in a weight position
-    return bool(t.requires_grad) and t.slot != "input.0" and api_family(e.name.base) in _WEIGHTED_FAMILIES
+    # (weights, embedding tables and norm scales are 1-D or 2-D; activations have batch dimensions)
+    return bool(t.requires_grad) and t.slot != "input.0" and api_family(e.name.base) in _WEIGHTED_FAMILIES \
+        and t.shape is not None and len(t.shape) <= 2

@@ -29,6 +29,7 @@ Table = dict  # (name, step) -> {stat: float}
 _TENSOR_SUFFIXES = {"input", "output", "weight", "bias", "grad_input", "grad_output", "exp_avg",
                     "exp_avg_sq", "param_origin", "param_updated"}
 _CALL = re.compile(r"_call_(\d+)$")
+_INPUT_TAIL = re.compile(r"\.input(_\d+)?$")
 
 
 def monitor_table_of(path: Path) -> tuple[str, int] | None:
@@ -55,6 +56,16 @@ def _step(text: str | None) -> int | None:
     if v is None or not math.isfinite(v) or v < 0 or v != int(v):
         return None
     return int(v)
+
+
+def _shape_of(text) -> list[int] | None:
+    """'[2, 8, 16]' -> [2, 8, 16]; None when the cell is no shape ('nan' for a missing tensor)."""
+    if not isinstance(text, str) or not text.startswith("["):
+        return None
+    try:
+        return [int(x) for x in text.strip("[] ").split(",") if x.strip()]
+    except ValueError:
+        return None
 
 
 def read_monitor_csv(path: Path, into: dict[str, Table], warnings: Warnings) -> None:
@@ -93,6 +104,11 @@ def read_monitor_csv(path: Path, into: dict[str, Table], warnings: Warnings) -> 
             v = _float(row.get(c))
             if v is not None:
                 rec[c] = v
+        dtype, shape = row.get("dtype"), _shape_of(row.get("shape"))
+        if isinstance(dtype, str) and dtype.startswith("torch."):
+            rec["_dtype"] = dtype
+        if shape is not None:
+            rec["_shape"] = shape
     if bad:
         warnings.add(f"{bad} monitor rows without step or name were skipped", path=str(path))
 
@@ -199,7 +215,7 @@ class Alert:
         """Module (or parameter owner) the alert is about: block.mlp.fc1 for block.mlp.fc1.output,
         block.mlp.fc1.weight or block.mlp.fc1.output.0 (v2)."""
         parts = [p for p in self.target.split(".") if p]
-        while parts and (parts[-1].isdigit() or parts[-1] in _TENSOR_SUFFIXES):
+        while parts and (parts[-1].isdigit() or re.sub(r"_\d+$", "", parts[-1]) in _TENSOR_SUFFIXES):
             parts.pop()
         return ".".join(parts) or "(model input)"
 
@@ -210,7 +226,7 @@ class Alert:
             return "activation"
         if t == "actv_grad":
             return "activation_grad"
-        if t.startswith("grad") or t == "weight_grad":
+        if t.startswith("grad") or t in ("weight_grad", "post_grad", "pre_grad", "acc_grad"):
             return "gradient"
         if t.startswith("exp_avg") or t == "optimizer":
             return "optimizer_state"
@@ -222,9 +238,10 @@ class Alert:
     def benign(self) -> bool:
         # the gradient of a model input that has none (token ids, the root input) is always NaN
         # (the root input, or the embedding's input: integer token ids)
-        if self.table != "actv_grad" or not self.target.endswith(".input"):
+        if self.table != "actv_grad" or not _INPUT_TAIL.search(self.target):
             return False
-        return self.target == ".input" or "embed" in self.target.lower()
+        # the model's own inputs (".input", or ".input_0", ".input_1" ... when it takes several)
+        return self.target.startswith(".input") or "embed" in self.target.lower()
 
 
 def read_alerts(path: Path) -> list[Alert]:
@@ -281,3 +298,34 @@ def group_tables(paths: list[Path], warnings: Warnings) -> dict[str, Table]:
         except PrecdxError as exc:
             warnings.add(exc.message, path=str(p))
     return tables
+
+
+_NONFINITE_STATS = ("min", "max", "mean", "norm")
+# weight gradients are alerted as post_grad (reduced) / acc_grad (before the reduction)
+_ALERT_TABLE = {"grad_reduced": "post_grad", "grad_unreduced": "acc_grad"}
+MAX_DERIVED = 200
+
+
+def derive_alerts(tables: dict[str, Table]) -> list[Alert]:
+    """Alerts of msprobe's AnomalyNan rule, worked out from the per-step CSVs of a run whose
+    monitor wrote no anomaly.json: every row with a NaN count or a non-finite statistic (the
+    'no tensor' rows of inputs without a gradient come out benign, as the real tool's do). The
+    call order is the row's position within its step across the tables, forward first."""
+    out: list[Alert] = []
+    calls: dict[str, int] = {}
+    for table in ("actv", "module", "actv_grad", "grad_unreduced", "grad_reduced", "weight_grad",
+                  "exp_avg", "exp_avg_sq", "optimizer", "param_origin", "param_updated", "param"):
+        kind = _ALERT_TABLE.get(table, table)   # the tag TrainerMon's alerts use for that table
+        for (name, step), rec in (tables.get(table) or {}).items():
+            tag = f"0:{name}:0/rank0/{kind}" if table in ("actv", "actv_grad") else f"0:{name}/rank0/{kind}"
+            call = calls.setdefault(tag, len(calls))
+            vals = [rec.get(k) for k in _NONFINITE_STATS]
+            bad = [v for v in vals if v is not None and not math.isfinite(v)]
+            if not bad and not rec.get("nans"):
+                continue
+            value = bad[0] if bad else float("nan")
+            out.append(Alert(rank=0, step=step, rule="AnomalyNan", tag=tag, target=name, table=kind,
+                             value=value, call=call))
+            if len(out) >= MAX_DERIVED:
+                return out
+    return out

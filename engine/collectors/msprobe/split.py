@@ -186,6 +186,9 @@ class ScanPart:
     abnormal_param_shapes: set = field(default_factory=set)
     param_keys: tuple = ()
     producers: tuple = ()
+    first_order: int | None = None
+    first_loss_order: int | None = None
+    first_backward_order: int | None = None
     issue_counts: dict = field(default_factory=dict)
     issue_first: dict = field(default_factory=dict)
     modes: dict = field(default_factory=dict)
@@ -221,7 +224,9 @@ def _scan_part(scan: SideScan, hashes: list[int]) -> ScanPart:
         entries=scan.entries, apis=scan.apis, modules=scan.modules, nonfinite=scan.nonfinite,
         first_abnormal=scan.first_abnormal, first_abnormal_module=scan.first_abnormal_module,
         abnormal_param_shapes=set(scan.abnormal_param_shapes), param_keys=_index_arrays(scan.param_keys),
-        producers=_index_arrays(scan.producers), issue_counts=dict(scan.issues.counts),
+        producers=_index_arrays(scan.producers), first_order=scan.first_order,
+        first_loss_order=scan.first_loss_order, first_backward_order=scan.first_backward_order,
+        issue_counts=dict(scan.issues.counts),
         issue_first=dict(scan.issues.first), modes=dict(scan._modes),
         name_hashes=np.array(hashes, dtype=np.int64))
 
@@ -325,6 +330,12 @@ def _merge_scan(scan: SideScan, parts: list[ScanPart], offsets: list[int]) -> No
             scan.first_abnormal = part.first_abnormal
         if scan.first_abnormal_module is None:
             scan.first_abnormal_module = part.first_abnormal_module
+        if scan.first_order is None and part.first_order is not None:
+            scan.first_order = part.first_order + off
+        if scan.first_loss_order is None and part.first_loss_order is not None:
+            scan.first_loss_order = part.first_loss_order + off
+        if scan.first_backward_order is None and part.first_backward_order is not None:
+            scan.first_backward_order = part.first_backward_order + off
         scan.abnormal_param_shapes |= part.abnormal_param_shapes
         keys_k.append(part.param_keys[0])
         vals_k.append(part.param_keys[1])

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from engine.collectors.msprobe import comparison, dumpdir, entries, naming
+from engine.collectors.msprobe.naming import api_family
 from engine.collectors.msprobe.comparison import _INIT_OPS, Candidate, tensor_key
 from engine.collectors.msprobe.entries import (
     _BAD, _STATS, Entry, EntryIssues, TensorInfo, _num, _shape, _stat_value)
@@ -134,7 +135,14 @@ def observe(self, e: Entry) -> None:
                 self.first_abnormal_module = e
         elif self.first_abnormal is None:
             self.first_abnormal = e
-    if self.keep_producers and not e.name.is_module:
+    if self.first_order is None:
+        self.first_order = e.order
+    if e.name.direction == "forward":
+        if self.first_loss_order is None and not e.name.is_module and api_family(e.name.base) == "loss":
+            self.first_loss_order = e.order
+    elif self.first_backward_order is None and e.name.direction == "backward":
+        self.first_backward_order = e.order
+    if self.keep_producers:
         for t in e.outputs:
             key = tensor_key(t)
             if key is not None:

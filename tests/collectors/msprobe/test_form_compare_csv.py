@@ -160,3 +160,38 @@ def test_msprobe_compare_csv_only(scenarios: Path, tmp_path: Path, case, run, go
     out = diagnose(facts, warnings=w)
     assert out.hypotheses[0].failure_mode == mode
     assert out.verdict == "misaligned"
+
+
+def test_rerun_csv_is_told_by_its_rows_in_any_folder(samples: Path, tmp_path: Path) -> None:
+    """Issue 14: a target-vs-rerun CSV kept in the target's own folder is still a rerun comparison:
+    the linear before the first difference is bit-identical on both sides (kernels never agree to
+    the last bit across devices) and the first differing API got identical inputs and is off in
+    the last digits only."""
+    import csv as _csv
+    import io
+    from engine.collectors.msprobe.compare_result import read_compare_result
+    rows = list(_csv.reader(io.StringIO(
+        (samples / "10_compare_statistics_eps/compare_result_20261129135419.csv").read_text())))
+    col = {n: i for i, n in enumerate(rows[0])}
+    for r in rows[1:]:
+        for k in ("max", "min", "mean", "l2norm"):
+            r[col[f"NPU {k}"]] = r[col[f"Bench {k}"]]
+        if r[0] == "Functional.softmax.0.forward.output.0":
+            r[col["NPU mean"]] = repr(float(r[col["Bench mean"]]) * (1 + 2 ** -20))
+    out = io.StringIO()
+    _csv.writer(out, lineterminator="\n").writerows(rows)
+    csv = tmp_path / "compare_result_rank0_20261129000001.csv"
+    csv.write_text(out.getvalue())
+    assert read_compare_result(csv, Warnings()).same_device
+    facts, _ = _csv_facts(tmp_path / "case", csv, "target")
+    n = of_type(facts, "nondeterministic_api")[0]
+    assert (n.api, n.kind, n.mode, n.role, n.against_role) == (
+        "Functional.softmax.0.forward", "nondeterministic_op", "exact", "target", "target")
+    assert not of_type(facts, "first_divergence")
+    # the shared samples compare a changed model with the base on one CPU: a dtype, a scalar
+    # argument, a NaN or an extra API is no rerun, although the matmuls before it are bit-identical
+    for name in ("09_compare_statistics_bf16/compare_result_20261129135411.csv",
+                 "10_compare_statistics_eps/compare_result_20261129135419.csv",
+                 "13_nan_overflow/compare_result_nan_vs_base.csv",
+                 "14_compare_unmatched_api/compare_result_extra_vs_base.csv"):
+        assert not read_compare_result(samples / name, Warnings()).same_device, name
