@@ -6,6 +6,7 @@ module loaded under both would be two modules: two fact registries, isinstance f
 them. tools/rename_package.py rewrites such references; its `--check` is the gate here."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,8 +17,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
-import rename_package  # noqa: E402
+_spec = importlib.util.spec_from_file_location("rename_package", REPO / "tools" / "rename_package.py")
+rename_package = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rename_package)
 
 OLD = rename_package.FOLDER  # spelled through the tool so that its --check does not flag this file
 
