@@ -168,13 +168,13 @@ class KbEntry(BaseModel):
 
 
 def find_kb_dir(package_dir: Path) -> Path:
-    """The kb directory for an `engine` package at `package_dir`: the wheel's `_pack/kb`
-    (pyproject force-includes kb there) or, in a checkout, `kb/` beside the package."""
+    """The kb directory for the package at `package_dir`: the wheel's `precdx/_pack/kb`
+    (pyproject maps kb/ there) or, in a checkout, `kb/` beside the engine/ folder."""
     for candidate in (package_dir / "_pack" / "kb", package_dir.parent / "kb"):
         if candidate.is_dir():
             return candidate
     raise PrecdxError("knowledge base not found", path=str(package_dir.parent / "kb"),
-                      hint="expected kb/ beside the engine package or engine/_pack/kb in the install")
+                      hint="expected kb/ beside the engine/ folder of a checkout or precdx/_pack/kb in the install")
 
 
 def kb_dir() -> Path:

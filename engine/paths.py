@@ -1,5 +1,5 @@
 """Where the packaged rule pack and knowledge base live: the checkout's `rules/` and `kb/`
-next to the `engine` package, or `engine/_pack/` inside an installed wheel."""
+next to the engine/ folder, or `precdx/_pack/` inside an installed wheel."""
 from __future__ import annotations
 
 import os
@@ -12,10 +12,13 @@ def _find(name: str) -> Path:
     env = os.environ.get(f"PRECDX_{name.upper()}_DIR")
     if env:
         return Path(env)
+    packed = _ENGINE / "_pack" / name
     checkout = _ENGINE.parent / name
-    if checkout.is_dir():
+    # the wheel's own copy first: in site-packages, a `rules/` or `kb/` beside the package
+    # would belong to some other distribution (as kb.find_kb_dir does)
+    if not packed.is_dir() and checkout.is_dir():
         return checkout
-    return _ENGINE / "_pack" / name
+    return packed
 
 
 def rules_dir() -> Path:

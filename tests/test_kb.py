@@ -81,11 +81,11 @@ def test_kb_dir_is_the_checkout_kb(repo_dir):
 
 
 def test_kb_dir_prefers_the_wheel_pack(tmp_path):
-    pkg = tmp_path / "site" / "engine"
+    pkg = tmp_path / "site" / "precdx"  # the installed package
     (pkg / "_pack" / "kb").mkdir(parents=True)
     assert find_kb_dir(pkg) == pkg / "_pack" / "kb"
     checkout = tmp_path / "repo"
-    (checkout / "engine").mkdir(parents=True)
+    (checkout / "engine").mkdir(parents=True)  # the source folder of a checkout
     (checkout / "kb").mkdir()
     assert find_kb_dir(checkout / "engine") == checkout / "kb"
     with pytest.raises(PrecdxError, match="knowledge base not found"):

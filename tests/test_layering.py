@@ -16,11 +16,12 @@ import functools
 from collections import defaultdict
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parents[1] / "engine"
+ENGINE = Path(__file__).resolve().parents[1] / "engine"  # the source folder (layout name)
+PACKAGE = "precdx"  # its import name (pyproject maps the folder; tests/test_package_name.py)
 
 # Bottom first. A unit may import its own modules and units of lower layers only.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"engine", "errors", "paths", "progress", "compression"}),
+    ("foundation", {PACKAGE, "errors", "paths", "progress", "compression"}),
     ("shared vocabulary, safe YAML", {"vocabulary", "yamlsafe"}),
     ("facts, knowledge base", {"facts", "kb"}),
     ("failure-mode catalogue, collector interface", {"modes", "collectors"}),
@@ -54,23 +55,23 @@ LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ENGINE.parent).with_suffix("").parts)
+    parts = [PACKAGE, *path.relative_to(ENGINE).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
 def _exists(module: str) -> bool:
-    p = ENGINE.parent.joinpath(*module.split("."))
+    p = ENGINE.joinpath(*module.split(".")[1:])
     return p.with_suffix(".py").is_file() or (p / "__init__.py").is_file()
 
 
 def unit_of(module: str) -> str | None:
     parts = module.split(".")
-    if parts[0] != "engine":
+    if parts[0] != PACKAGE:
         return None
     if len(parts) == 1:
-        return "engine"
+        return PACKAGE
     if parts[1] == "collectors" and len(parts) > 2 and parts[2] != "base":
         return f"collectors.{parts[2]}"
     return parts[1]
@@ -94,7 +95,7 @@ def imports_of(path: Path, module: str | None = None) -> list[tuple[str, int]]:
             for alias in node.names:  # `from engine import discovery` imports the module discovery
                 sub = f"{target}.{alias.name}"
                 out.append((sub if _exists(sub) else target, node.lineno))
-    return [(m, line) for m, line in out if m == "engine" or m.startswith("engine.")]
+    return [(m, line) for m, line in out if m == PACKAGE or m.startswith(f"{PACKAGE}.")]
 
 
 @functools.lru_cache(maxsize=1)

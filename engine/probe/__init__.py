@@ -3,7 +3,8 @@ first-NaN locator and a determinism self-check.
 
 torch is imported only when one of these names is first used, so ``import engine.probe``
 works without torch. Entry points: ``Probe`` (start/stop/step or ``with probe.capture():``),
-``locate_first_nan(model, step_fn)``, ``check_determinism(model, step_fn, optimizer)``.
+``locate_first_nan(model, step_fn)``, ``check_determinism(model, step_fn, optimizer)``, all
+imported from the installed package: ``from precdx.probe import Probe``.
 """
 from __future__ import annotations
 

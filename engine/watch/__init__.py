@@ -1,6 +1,8 @@
 """precdx watch: catch a divergence while training runs and capture the evidence that decides it.
 
-Integrations (torch, transformers and lightning are imported only when the name is used):
+Integrations, imported by training scripts from the installed package (``from precdx.watch
+import watch, HFWatchCallback``); torch, transformers and lightning are imported only when the
+name is used:
 
 - ``watch(model, optimizer, baseline="gpu_run/")``: plain PyTorch loops (context manager;
   ``w.batch(batch)``, ``w.step(loss, grad_norm=...)``);
