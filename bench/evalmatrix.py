@@ -29,7 +29,7 @@ from typing import Iterable
 
 import yaml
 
-from engine.demo.catalogue import FAULTS, sample_params
+from precdx.demo.catalogue import FAULTS, sample_params
 
 FORMS = ("dump_L0", "dump_L1", "dump_mix", "compare_csv", "one_sided", "monitor", "logs")
 EVIDENCE_FORMS = ("dump_L0", "dump_L1", "dump_mix", "compare_csv", "monitor")
@@ -101,7 +101,7 @@ class LabCase:
 def build_case(fault: str, seed: int, work: Path, *, steps: int = 24, reuse: bool = False) -> LabCase:
     """Train the lab runs of one (fault, seed); `reuse` keeps case folders a previous run of the
     same (fault, seed, steps) left in `work` (the lab is deterministic)."""
-    from engine.demo.lab import run_case
+    from precdx.demo.lab import run_case
 
     spec = FAULTS[fault]
     params = sample_params(spec, seed, steps)
@@ -209,7 +209,7 @@ def make_form(lab: LabCase, form: str, out: Path, *, reuse: bool = False) -> tup
 
 
 def diagnose_form(folder: Path) -> tuple[list[str], str]:
-    from engine.api import diagnose_case
+    from precdx.api import diagnose_case
 
     roles = {p.name: p for p in folder.iterdir() if p.is_dir()}
     if "target" not in roles:   # a rerun-only form still needs its target folder to exist

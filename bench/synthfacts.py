@@ -8,10 +8,10 @@ import random
 from collections import defaultdict
 from typing import Any
 
-from engine.errors import PrecdxError
-from engine.facts import REGISTRY, FactSet, parse_fact
-from engine.facts.base import Fact
-from engine.rulepack.compiler import CompiledPack
+from precdx.errors import PrecdxError
+from precdx.facts import REGISTRY, FactSet, parse_fact
+from precdx.facts.base import Fact
+from precdx.rulepack.compiler import CompiledPack
 
 
 def _literals(pack: CompiledPack) -> dict[tuple[str, str], list[Any]]:

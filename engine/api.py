@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from engine.collectors.base import Case
-from engine.errors import Warnings
-from engine.facts import Fact, FactSet
+from precdx.collectors.base import Case
+from precdx.errors import Warnings
+from precdx.facts import Fact, FactSet
 
-if TYPE_CHECKING:  # the models load with the diagnosis, not with `import engine.api`
-    from engine.collectors.logs.series import StepSeries
-    from engine.diagnosis import Diagnosis
+if TYPE_CHECKING:  # the models load with the diagnosis, not with `import precdx.api`
+    from precdx.collectors.logs.series import StepSeries
+    from precdx.diagnosis import Diagnosis
 
 CASE_FILE = "case.yaml"
 
@@ -51,7 +51,7 @@ def gather(case_dir: str | Path | None = None, *, target: str | Path | None = No
     """The facts a diagnosis sees: those collected from the runs (when a case folder or a
     target is given), then `facts` (a contradiction with a collected fact is an error), then
     one `declared_change` per key of `changed` and of `changed:` in CASE_DIR/case.yaml."""
-    from engine.pipeline import collect, discover
+    from precdx.pipeline import collect, discover
 
     warnings = warnings if warnings is not None else Warnings()
     collected = FactSet()
@@ -74,7 +74,7 @@ def diagnose_case(case_dir: str | Path | None = None, *, target: str | Path | No
                   series: bool = False) -> CaseDiagnosis:
     """Gather the facts (see `gather`) and diagnose them; with `series=True` also the runs'
     curves for plotting."""
-    from engine.diagnosis import diagnose
+    from precdx.diagnosis import diagnose
 
     warnings = warnings if warnings is not None else Warnings()
     got = gather(case_dir, target=target, baseline=baseline, target_reruns=target_reruns,
@@ -88,7 +88,7 @@ def run_series(case: Case) -> list[StepSeries]:
     """The training curve of each run that has one, in the order of the case's runs. Problems
     reading a curve were already reported when the facts were collected, so they are not
     repeated here."""
-    from engine.collectors.logs.runs import load_run_series
+    from precdx.collectors.logs.runs import load_run_series
 
     scratch = Warnings()
     found = (load_run_series(case, run, scratch) for run in case.runs)
@@ -98,14 +98,14 @@ def run_series(case: Case) -> list[StepSeries]:
 def _declare_changes(facts: FactSet, case_dir: str | Path | None, changed: Iterable[str],
                      warnings: Warnings) -> None:
     """`--changed KEY` and `changed:` in CASE_DIR/case.yaml become declared_change facts."""
-    from engine.experiments import canonical_key
-    from engine.facts.core import DeclaredChange
+    from precdx.experiments import canonical_key
+    from precdx.facts.core import DeclaredChange
 
     keys = list(changed)
     if case_dir:
         path = Path(case_dir) / CASE_FILE
         if path.is_file():
-            from engine.yamlsafe import load_yaml_file
+            from precdx.yamlsafe import load_yaml_file
             try:
                 doc = load_yaml_file(str(path))
             except Exception as exc:  # a broken case.yaml is a warning; the runs are still diagnosed

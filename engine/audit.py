@@ -15,12 +15,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
-from engine.errors import PrecdxError
-from engine.facts import REGISTRY
-from engine.paths import rules_dir
-from engine.rulepack.lint import is_collectable, rule_fact_needs
-from engine.rulepack.loader import load_rules
-from engine.rulepack.ruletest import case_counts, load_cases
+from precdx.errors import PrecdxError
+from precdx.facts import REGISTRY
+from precdx.paths import rules_dir
+from precdx.rulepack.lint import is_collectable, rule_fact_needs
+from precdx.rulepack.loader import load_rules
+from precdx.rulepack.ruletest import case_counts, load_cases
 
 AUDIT_SCHEMA_VERSION = "1"
 KINDS = ("positive", "negative", "insufficient")
@@ -55,7 +55,7 @@ def build_audit(rules_path: str | Path | None = None, *, kb_path: str | Path | N
                 canonical_ids: Iterable[str] | None = None) -> dict[str, Any]:
     """The coverage report as a JSON-ready dict. `canonical_ids` overrides the canonical set
     (by default: the kb entries marked canonical); ids without a kb entry are then uncovered."""
-    from engine.kb import load_kb
+    from precdx.kb import load_kb
 
     root = Path(rules_path) if rules_path else rules_dir()
     kb = load_kb(kb_path)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from engine import __version__
-from engine.errors import PrecdxError, Warnings
-from engine.vocabulary import ENGINES, LANGS, REPORT_FORMATS
+from precdx import __version__
+from precdx.errors import PrecdxError, Warnings
+from precdx.vocabulary import ENGINES, LANGS, REPORT_FORMATS
 
 FORMATS = REPORT_FORMATS
 
@@ -79,8 +79,8 @@ def _inputs(f):
 
 
 def _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, warnings: Warnings):
-    """The facts of a run pair, a case folder and/or --facts files (engine.api.gather)."""
-    from engine.api import gather
+    """The facts of a run pair, a case folder and/or --facts files (precdx.api.gather)."""
+    from precdx.api import gather
 
     _check_inputs(case_dir, target, baseline, facts_files)
     return gather(case_dir, target=target, baseline=baseline, target_reruns=target_reruns,
@@ -97,7 +97,7 @@ def _check_inputs(case_dir, target, baseline, facts_files) -> None:
 def _fact_files(facts_files):
     """The facts of --facts files, read when the facts are gathered (after the runs')."""
     if facts_files:
-        from engine.facts import load_fact_files
+        from precdx.facts import load_fact_files
         yield from load_fact_files(facts_files)
 
 
@@ -182,8 +182,8 @@ def diagnose(case_dir, target, baseline, target_reruns, baseline_reruns, facts_f
     """Diagnose a case folder (baseline/, target/, target_rerun/ ...), a single run folder (checked
     on its own against what a healthy run looks like), a --target/--baseline pair (--target alone
     works too), or facts given with --facts."""
-    from engine import progress
-    from engine.api import diagnose_case
+    from precdx import progress
+    from precdx.api import diagnose_case
 
     progress.set_quiet(fmt in ("json", "slack", "lark") or out is not None and fmt != "text")
     _check_out(out)
@@ -210,7 +210,7 @@ def _render_result(result, fmt: str, *, engine: str = "durable", rules_path: str
                    verbose: bool = False, max_length: int | None = None, report_url: str | None = None) -> str:
     """A CaseDiagnosis in a report format; a Lark post also gets the other language's text
     (the same facts diagnosed again in that language)."""
-    from engine.render import CHAT_FORMATS, render
+    from precdx.render import CHAT_FORMATS, render
 
     diag = result.diagnosis
     kw: dict = {}
@@ -221,8 +221,8 @@ def _render_result(result, fmt: str, *, engine: str = "durable", rules_path: str
     if fmt in CHAT_FORMATS:
         kw.update(max_length=max_length, report_url=report_url)
     if fmt == "lark":
-        from engine.diagnosis import diagnose as diagnose_facts
-        from engine.vocabulary import LANGS
+        from precdx.diagnosis import diagnose as diagnose_facts
+        from precdx.vocabulary import LANGS
 
         kw["translations"] = [diagnose_facts(result.facts, engine=engine, lang=other, rules_path=rules_path,
                                              warnings=_carried(diag.warnings)) for other in LANGS if other != diag.lang]
@@ -243,8 +243,8 @@ def _carried(items) -> Warnings:
 @click.option("--vocabulary", is_flag=True, help="Print the fact vocabulary instead (types, fields, units).")
 def facts(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, fmt, vocabulary):
     """Print the facts the matcher would see (or, with --vocabulary, every fact type)."""
-    from engine import progress
-    from engine.facts.describe import vocabulary_json, vocabulary_text
+    from precdx import progress
+    from precdx.facts.describe import vocabulary_json, vocabulary_text
 
     progress.set_quiet(fmt == "json")
     if vocabulary:
@@ -274,7 +274,7 @@ def facts(case_dir, target, baseline, target_reruns, baseline_reruns, facts_file
 def inspect(case_dir, fmt):
     """List what was recognised in a case or run folder (or one file), as what, and what was
     ignored and why."""
-    from engine.inspection import inspect_folder, render_inspect_text
+    from precdx.inspection import inspect_folder, render_inspect_text
 
     report = inspect_folder(case_dir)
     _emit(json.dumps(report, indent=2, default=str) if fmt == "json" else render_inspect_text(report), None)
@@ -284,7 +284,7 @@ def inspect(case_dir, fmt):
 @main.command()
 def schema():
     """Print the JSON Schema of `diagnose --format json` output."""
-    from engine.diagnosis import Diagnosis
+    from precdx.diagnosis import Diagnosis
 
     click.echo(json.dumps(Diagnosis.model_json_schema(), indent=2))
 
@@ -295,7 +295,7 @@ def schema():
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def explain(name, lang, fmt):
     """Explain a rule (by id) or a failure mode (by id): what it means, what fires it, what to do."""
-    from engine.explain import explain as do_explain
+    from precdx.explain import explain as do_explain
 
     _emit(do_explain(name, lang=lang, fmt=fmt), None)
 
@@ -311,7 +311,7 @@ def rules():
 @click.option("--rules", "rules_path", type=click.Path(exists=True))
 def rules_list(fmt, rules_path):
     """One line per rule: id, status, failure modes, title."""
-    from engine.diagnosis import load_pack
+    from precdx.diagnosis import load_pack
 
     pack = load_pack(rules_path)
     rows = [{"id": r.id, "name": r.rule.name, "status": r.rule.status, "stage": r.rule.stage,
@@ -331,7 +331,7 @@ def rules_list(fmt, rules_path):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rules_lint(rules_path, fmt):
     """Check schema, references, quality and logic of the rule pack; exit 1 on errors."""
-    from engine.rulepack.lint import lint, render_lint
+    from precdx.rulepack.lint import lint, render_lint
 
     issues = lint(rules_path)
     _emit(json.dumps([i.as_dict() for i in issues], indent=2) if fmt == "json" else render_lint(issues), None)
@@ -345,7 +345,7 @@ def rules_lint(rules_path, fmt):
 @click.option("-k", "select", help="Only cases whose rule id contains this text.")
 def rules_test(rules_path, engine, select):
     """Run the rule test cases (rules/**/*.test.yaml); exit 1 on any failure or zero cases."""
-    from engine.rulerunner import run_rule_tests
+    from precdx.rulerunner import run_rule_tests
 
     results = run_rule_tests(rules_path, engine=engine, select=select)
     failed = [r for r in results if not r.passed]
@@ -366,7 +366,7 @@ def rules_test(rules_path, engine, select):
                    "descriptive list).")
 def audit(fmt, fail_under, rules_path, fail_unread):
     """Coverage: failure modes x rules x tests x collectors able to supply the facts."""
-    from engine.audit import audit_failures, build_audit, render_audit
+    from precdx.audit import audit_failures, build_audit, render_audit
 
     report = build_audit(rules_path)
     _emit(json.dumps(report, indent=2) if fmt == "json" else render_audit(report, fmt), None)
@@ -397,7 +397,7 @@ def demo(fault, out_dir, list_faults, steps, fmt, lang, watch_run):
     """Train a tiny GPT twice on the CPU (baseline and a faulty target), write real artefacts,
     and diagnose them."""
     if list_faults:
-        from engine.demo.catalogue import FAULTS  # no torch needed to list
+        from precdx.demo.catalogue import FAULTS  # no torch needed to list
         if fmt == "json":
             _emit(json.dumps([{"fault": f.name, "failure_mode": f.failure_mode, "description": f.description,
                                "runs": list(f.runs)} for f in FAULTS.values()], indent=2), None)
@@ -405,14 +405,14 @@ def demo(fault, out_dir, list_faults, steps, fmt, lang, watch_run):
             _emit(_fault_table(FAULTS.values()), None)
         return
     try:
-        from engine import demo as lab
+        from precdx import demo as lab
     except ImportError as exc:  # torch missing
         raise PrecdxError(f"the demo needs torch: {exc}", hint="pip install torch==2.13.0") from None
     fault = fault or lab.DEFAULT_FAULT
     if fault not in lab.FAULTS:
         raise PrecdxError(f"unknown fault {fault!r}", hint="choose from " + ", ".join(lab.FAULTS))
-    from engine import progress
-    from engine.api import diagnose_case
+    from precdx import progress
+    from precdx.api import diagnose_case
 
     progress.set_quiet(fmt in ("json", "slack", "lark"))
     kw = {"steps": steps} if steps else {}
@@ -449,8 +449,8 @@ def _fault_table(faults) -> str:
 
 def _demo_watch(fault: str, out_dir: Path, kw: dict, quiet: bool) -> Path:
     """demo --watch: baseline job, target under the watcher, replay of the captured step."""
-    from engine.demo.watching import run_watch_case
-    from engine.watch import load_status
+    from precdx.demo.watching import run_watch_case
+    from precdx.watch import load_status
 
     click.echo(f"precdx demo --watch: training the baseline, then the target with fault '{fault}' under "
                "precdx watch ...", err=True)
@@ -488,15 +488,15 @@ def replay(case_dir, step, model_fn, step_fn, batch_fn, checkpoint, side, then_d
     """Re-run a step captured by precdx watch on the reference side with the probe on, so both
     sides of that step are in the case (watch.json says which steps were captured)."""
     try:
-        from engine.watch.replayer import replay as run_replay
+        from precdx.watch.replayer import replay as run_replay
     except ImportError as exc:  # torch missing
         raise PrecdxError(f"replay needs torch: {exc}", hint="pip install torch") from None
     dump = run_replay(case_dir, step, model_fn=model_fn, step_fn=step_fn, batch_fn=batch_fn,
                       checkpoint=checkpoint, side=side, quiet=True)
     click.echo(f"precdx replay: wrote {dump}", err=True)
     if then_diagnose:
-        from engine.api import diagnose_case
-        from engine.render import render
+        from precdx.api import diagnose_case
+        from precdx.render import render
 
         _emit(render(diagnose_case(case_dir).diagnosis, "text"), None)
 
@@ -505,7 +505,7 @@ def replay(case_dir, step, model_fn, step_fn, batch_fn, checkpoint, side, then_d
 def _serve_epilog() -> str:
     import textwrap
 
-    from engine.service.settings import environment
+    from precdx.service.settings import environment
 
     lines = ["\b", "Environment variables the server reads (defaults in brackets):"]
     for name, meaning, default in environment():
@@ -536,7 +536,7 @@ def serve(host, port, workers, db_url, token_file, token, insecure):
     PRECDX_TOKEN_FILE or --token-file to serve other hosts. Limits (body size and read time,
     facts, sessions, rate per client) are set by the variables below."""
     try:
-        from engine.service.app import serve as run_server
+        from precdx.service.app import serve as run_server
     except ImportError as exc:
         raise PrecdxError(f"the service needs its extras: {exc}", hint="pip install 'precdx[serve]'") from None
     run_server(host=host, port=port, workers=workers, db_url=db_url, token=token, token_file=token_file,
@@ -549,7 +549,7 @@ def mcp_server():
     diagnose a case or facts, explain, list failure modes and plan the next evidence; the
     knowledge base as resources."""
     try:
-        from engine.mcp.server import main as run_mcp
+        from precdx.mcp.server import main as run_mcp
         import mcp  # noqa: F401
     except ImportError as exc:
         raise PrecdxError(f"the MCP server needs its extra: {exc}", hint="pip install 'precdx[mcp]'") from None
@@ -562,13 +562,13 @@ def mcp_server():
 @click.option("--max-questions", type=int, default=12, show_default=True)
 def ask(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, lang, max_questions):
     """Interactive consultation: answer the engine's questions (yes/no/number/skip) one at a time."""
-    from engine.planner.consult import consult
+    from precdx.planner.consult import consult
 
     warnings = Warnings()
     if case_dir or target or facts_files:
         facts = _gather(case_dir, target, baseline, target_reruns, baseline_reruns, facts_files, warnings)
     else:
-        from engine.facts import FactSet
+        from precdx.facts import FactSet
         facts = FactSet()
     consult(facts, lang=lang, max_questions=max_questions, warnings=warnings)
 

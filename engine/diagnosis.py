@@ -10,17 +10,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from engine import __version__
-from engine.errors import Warnings
-from engine.facts import Fact, FactSet
-from engine.matching import compile_matcher
-from engine.matching.base import Firing
-from engine.matching.python_engine import near_misses
-from engine.ranking import firing_weight, rank, specificity, strength
-from engine.rulepack.devices import applies, run_device
-from engine.rulepack.compiler import PLACEHOLDER, CompiledPack, CompiledRule, Test, compile_rules
-from engine.rulepack.loader import load_rules
-from engine.vocabulary import COST_LABELS, COST_LABELS_ZH, Cost
+from precdx import __version__
+from precdx.errors import Warnings
+from precdx.facts import Fact, FactSet
+from precdx.matching import compile_matcher
+from precdx.matching.base import Firing
+from precdx.matching.python_engine import near_misses
+from precdx.ranking import firing_weight, rank, specificity, strength
+from precdx.rulepack.devices import applies, run_device
+from precdx.rulepack.compiler import PLACEHOLDER, CompiledPack, CompiledRule, Test, compile_rules
+from precdx.rulepack.loader import load_rules
+from precdx.vocabulary import COST_LABELS, COST_LABELS_ZH, Cost
 
 OUTPUT_SCHEMA_VERSION = "1.0"
 REPORT_THRESHOLD = 0.25     # hypotheses below this are not reported
@@ -138,7 +138,7 @@ _packs: dict[tuple[str, str], tuple[CompiledPack, Any]] = {}
 
 
 def load_pack(rules_path: str | None = None, *, warnings: Warnings | None = None) -> CompiledPack:
-    from engine.modes import mode_catalog
+    from precdx.modes import mode_catalog
 
     loaded = load_rules(rules_path, warnings=warnings, tolerant=True)
     return compile_rules(loaded, known_modes=set(mode_catalog()) or None)
@@ -365,7 +365,7 @@ MECHANISM_FIT_FLOOR = 0.35   # a mechanism whose presentation fits the symptoms 
 def _mechanism_fit(modes: list[str], profile: Any, kb: dict) -> dict[str, float]:
     """How well each mechanism's kb presentation explains the symptoms, relative to the best of
     them (1.0 for the best; modes without a presentation count as fitting)."""
-    from engine import differential as dx
+    from precdx import differential as dx
 
     raw = {}
     for mode in modes:
@@ -393,7 +393,7 @@ def _not_a_difference(fact: Fact, warnings: Warnings) -> bool:
 
 
 def _kb():
-    from engine.kb import load_kb
+    from precdx.kb import load_kb
     try:
         return load_kb()
     except Exception:  # a broken kb is reported by its own loader; the diagnosis still runs
@@ -402,9 +402,9 @@ def _kb():
 
 def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules_path: str | None = None,
              warnings: Warnings | None = None, with_near_misses: bool = True) -> Diagnosis:
-    from engine import differential as dx
-    from engine import experiments as xp
-    from engine.modes import mode_catalog
+    from precdx import differential as dx
+    from precdx import experiments as xp
+    from precdx.modes import mode_catalog
 
     warnings = warnings if warnings is not None else Warnings()
     pack, matcher = get_matcher(engine, rules_path)
@@ -779,7 +779,7 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
                   'provisional' otherwise (the missing evidence is listed).
     inconclusive -- nothing was compared and nothing is localised.
     """
-    from engine.differential import MISALIGNING
+    from precdx.differential import MISALIGNING
 
     zh = lang == "zh"
     facts = facts or []

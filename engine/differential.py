@@ -365,7 +365,7 @@ class Probe:
 
 
 def _probes() -> tuple[Probe, ...]:
-    from engine.facts import REGISTRY
+    from precdx.facts import REGISTRY
 
     by_collector: dict[str, set[str]] = {}
     for name, spec in REGISTRY.items():
@@ -424,7 +424,7 @@ def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: s
     """The cheapest missing piece of evidence that best splits the belief over modes: for each
     probe, the mass of the modes its facts can confirm or exclude (via the pack's rules), valued
     mass x (1 - mass) (an even split is worth most) per cost weight."""
-    from engine.vocabulary import COST_LABELS, COST_LABELS_ZH
+    from precdx.vocabulary import COST_LABELS, COST_LABELS_ZH
 
     total = sum(belief.values())
     if total <= 0:

@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from engine.collectors import all_collectors, artefact_kinds, reads_of
-from engine.collectors.base import ROLE_ORDER, Artefact, Case, Collector, RunDir
-from engine.compression import compression_of, read_head
-from engine.errors import PrecdxError, Warnings
+from precdx.collectors import all_collectors, artefact_kinds, reads_of
+from precdx.collectors.base import ROLE_ORDER, Artefact, Case, Collector, RunDir
+from precdx.compression import compression_of, read_head
+from precdx.errors import PrecdxError, Warnings
 
 HEAD_BYTES = 64 * 1024
 # Files above this size are not sniffed: datasets, checkpoints and tensor dumps of this size are
@@ -66,10 +66,10 @@ def _label_declared_logs(case: Case, warnings: Warnings) -> None:
     the run or case folder) reads, so `precdx inspect` shows `log [mytrainer (declared)]`
     rather than `unrecognised`; such a file is a log, not also an env listing whose
     KEY=VALUE-looking lines fooled the env sniffer."""
-    from engine.collectors.logs.formats import builtin_parsers
-    from engine.collectors.logs.formats.declared import TOP_KEY, DeclaredParser, load_declared_formats
-    from engine.collectors.logs.model import Record
-    from engine.collectors.logs.reader import parse_lines
+    from precdx.collectors.logs.formats import builtin_parsers
+    from precdx.collectors.logs.formats.declared import TOP_KEY, DeclaredParser, load_declared_formats
+    from precdx.collectors.logs.model import Record
+    from precdx.collectors.logs.reader import parse_lines
 
     shared: list[Path] = []
     if case.root is not None and Path(case.root).is_dir():
@@ -354,7 +354,7 @@ def _unsafe_yaml(path: Path, head: bytes, size: int) -> str | None:
     is never silently ignored: it may be an msprobe mapping or config the user meant to give."""
     if not path.name.lower().endswith((".yaml", ".yml")) or size > len(head):
         return None
-    from engine.yamlsafe import load_yaml_text
+    from precdx.yamlsafe import load_yaml_text
     try:
         load_yaml_text(head.decode("utf-8", "replace"), str(path))
     except PrecdxError as exc:

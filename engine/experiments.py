@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from engine.yamlsafe import load_yaml_file
+from precdx.yamlsafe import load_yaml_file
 
 DECLARED_WEIGHT = 0.5      # a mechanism behind a declared change, with a symptom established
 UNDECLARED_WEIGHT = 0.3    # a mechanism behind the only differing knob
@@ -39,7 +39,7 @@ def _norm(key: Any) -> str:
 
 def canonical_key(raw: str) -> str:
     """What the user wrote (`--context-parallel-size`, `cp`, `deepspeed`) -> the canonical name."""
-    from engine.collectors.checklist.aliases import canonical
+    from precdx.collectors.checklist.aliases import canonical
 
     key = _norm(raw)
     try:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from engine.errors import PrecdxError
+from precdx.errors import PrecdxError
 
 
 def explain(name: str, *, lang: str = "en", fmt: str = "text") -> str:
-    from engine.diagnosis import load_pack
-    from engine.kb import load_kb
+    from precdx.diagnosis import load_pack
+    from precdx.kb import load_kb
 
     pack = load_pack()
     rules = pack.by_id()

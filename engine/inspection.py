@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.collectors.base import Case
-from engine.collectors.checklist.runs import guess_device
-from engine.discovery import discover_folder
-from engine.errors import Warnings
+from precdx.collectors.base import Case
+from precdx.collectors.checklist.runs import guess_device
+from precdx.discovery import discover_folder
+from precdx.errors import Warnings
 
 
 def inspect_folder(path: str | Path, warnings: Warnings | None = None) -> dict[str, Any]:

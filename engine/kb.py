@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from engine.errors import PrecdxError
-from engine.vocabulary import AREAS, LANGS, Area, Device  # noqa: F401 (declared there)
-from engine.vocabulary import BilingualText as Text
-from engine.yamlsafe import LineDict, LineList, line_of, load_yaml_file
+from precdx.errors import PrecdxError
+from precdx.vocabulary import AREAS, LANGS, Area, Device  # noqa: F401 (declared there)
+from precdx.vocabulary import BilingualText as Text
+from precdx.yamlsafe import LineDict, LineList, line_of, load_yaml_file
 
 Verdict = Literal["misaligned", "aligned", "tooling"]
 Confidence = Literal["high", "medium", "low"]

@@ -23,7 +23,7 @@ class ModeInfo:
 
 @lru_cache(maxsize=1)
 def mode_catalog() -> dict[str, ModeInfo]:
-    from engine.kb import load_kb
+    from precdx.kb import load_kb
 
     out: dict[str, ModeInfo] = {}
     for mid, entry in load_kb().items():

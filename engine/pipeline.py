@@ -6,15 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from engine.collectors import Case, all_collectors
-from engine.errors import PrecdxError, Warnings
-from engine.facts import FactSet
+from precdx.collectors import Case, all_collectors
+from precdx.errors import PrecdxError, Warnings
+from precdx.facts import FactSet
 
 
 def discover(case_dir: str | Path | None = None, *, target: str | Path | None = None,
              baseline: str | Path | None = None, target_reruns: Iterable[str | Path] = (),
              baseline_reruns: Iterable[str | Path] = (), warnings: Warnings | None = None) -> Case:
-    from engine import discovery
+    from precdx import discovery
 
     if case_dir is not None:
         if target or baseline:
@@ -30,7 +30,7 @@ def discover(case_dir: str | Path | None = None, *, target: str | Path | None = 
 
 def collect(case: Case, warnings: Warnings) -> FactSet:
     """All facts of a case. Collector contradictions keep the first fact and warn."""
-    from engine.collectors.checklist.runs import run_facts
+    from precdx.collectors.checklist.runs import run_facts
 
     facts = FactSet()
     _add_all(facts, run_facts(case), warnings)

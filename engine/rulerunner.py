@@ -1,4 +1,4 @@
-"""Run the rule test cases of the rule pack (loaded by engine.rulepack.ruletest): each case's
+"""Run the rule test cases of the rule pack (loaded by precdx.rulepack.ruletest): each case's
 facts go through the matcher, and through the whole diagnosis when the case names the failure
 mode that must rank first. The runner sits above the diagnosis in the package layering; the
 case files themselves are part of the rule pack.
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from engine.errors import PrecdxError
-from engine.facts import FactSet
-from engine.rulepack.ruletest import RuleCase, load_cases
-from engine.vocabulary import ENGINES
+from precdx.errors import PrecdxError
+from precdx.facts import FactSet
+from precdx.rulepack.ruletest import RuleCase, load_cases
+from precdx.vocabulary import ENGINES
 
 
 @dataclass(frozen=True)
@@ -37,13 +37,13 @@ def available_engines() -> list[str]:
     """The matcher back ends present in this installation (python always; durable when its
     module exists -- a durable module that exists but breaks is an error, not a skip)."""
     engines = ["python"]
-    if importlib.util.find_spec("engine.matching.durable_engine") is not None:
+    if importlib.util.find_spec("precdx.matching.durable_engine") is not None:
         engines.append("durable")
     return engines
 
 
 def _matcher(engine: str, rules_path: str | Path | None):
-    from engine.diagnosis import get_matcher
+    from precdx.diagnosis import get_matcher
 
     try:
         return get_matcher(engine, str(rules_path) if rules_path else None)
@@ -74,7 +74,7 @@ def run_case(case: RuleCase, *, engine: str = "python", rules_path: str | Path |
     fired = {f.rule_id for f in firings}
     did_fire = target.id in fired
     if case.kind == "positive" and not did_fire:
-        from engine.matching.python_engine import near_misses
+        from precdx.matching.python_engine import near_misses
 
         hint = [nm.missing for nm in near_misses(pack, facts, fired) if nm.rule_id == target.id]
         why = f"; one condition short: {hint[0]}" if hint else "; no single condition explains it"
@@ -84,7 +84,7 @@ def run_case(case: RuleCase, *, engine: str = "python", rules_path: str | Path |
         what = ", ".join(f"{alias}={facts[i].type}" for alias, i in bound.bindings)
         return _fail(case, engine, f"{target.id} fired on a {case.kind} case (bound {what})", fired)
     if case.top is not None:
-        from engine.diagnosis import diagnose
+        from precdx.diagnosis import diagnose
 
         diag = diagnose(FactSet(facts), engine=engine, rules_path=str(rules_path) if rules_path else None,
                         with_near_misses=False)

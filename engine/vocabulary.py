@@ -4,7 +4,7 @@ Chinese labels), the report languages and formats, the rule matcher back ends, t
 knowledge base, the accelerators, and the bilingual text of rules and kb entries.
 
 This module sits at the bottom of the package layering (tests/test_layering.py): it imports
-nothing from engine but `engine.errors`. The fact vocabulary itself (fact types and their
+nothing from engine but `precdx.errors`. The fact vocabulary itself (fact types and their
 fields) is declared in engine/facts/.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.errors import PrecdxError
+from precdx.errors import PrecdxError
 
 # The runs of one comparison, in the order they are listed.
 Role = Literal["baseline", "target", "baseline_rerun", "target_rerun"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from engine.errors import PrecdxError
+from precdx.errors import PrecdxError
 
 try:  # the C loader is ~6x faster; fall back silently when libyaml is absent
     _Base = yaml.CSafeLoader  # type: ignore[attr-defined]

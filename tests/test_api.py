@@ -1,4 +1,4 @@
-"""One diagnose API (engine.api): the CLI, the HTTP service and the MCP server diagnose a case
+"""One diagnose API (precdx.api): the CLI, the HTTP service and the MCP server diagnose a case
 through `diagnose_case` and answer the same; declared changes reach every interface; the series
 for the HTML plot come with the diagnosis."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engine.api import diagnose_case, gather
-from engine.cli import main
-from engine.errors import PrecdxError, Warnings
+from precdx.api import diagnose_case, gather
+from precdx.cli import main
+from precdx.errors import PrecdxError, Warnings
 
 
 def _case(shared_dir: Path) -> Path:
@@ -40,9 +40,9 @@ def test_cli_and_api_answer_the_same(shared_dir):
 
 
 def test_service_and_mcp_answer_as_the_api(shared_dir, tmp_path):
-    from engine.mcp.server import diagnose_case as mcp_diagnose
-    from engine.service.app import create_app
-    from engine.service.settings import Settings
+    from precdx.mcp.server import diagnose_case as mcp_diagnose
+    from precdx.service.app import create_app
+    from precdx.service.settings import Settings
 
     with _warnings.catch_warnings():
         _warnings.simplefilter("ignore")

@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from engine.audit import build_audit, render_audit
+from precdx.audit import build_audit, render_audit
 from tests.rulepack.builders import (
     KB_MODES, clear_engine_caches, diff_fact, good_cases, rule_doc, use_kb, write_cases, write_kb, write_rule,
 )
@@ -177,7 +177,7 @@ def test_unread_collected_fact_types_fail_the_audit(pack):
     """A collected fact type no rule reads fails `precdx audit` (unless it is on the reviewed
     descriptive list); types only a person gives (observation) do not count."""
     from cli import main
-    from engine.audit import DESCRIPTIVE_FACT_TYPES, audit_failures
+    from precdx.audit import DESCRIPTIVE_FACT_TYPES, audit_failures
 
     report = build_audit(pack)
     unread = set(report["unread_fact_types"])
@@ -189,7 +189,7 @@ def test_unread_collected_fact_types_fail_the_audit(pack):
 
 
 def test_shipped_pack_reads_every_collected_fact_type():
-    from engine.audit import DESCRIPTIVE_FACT_TYPES, audit_failures
+    from precdx.audit import DESCRIPTIVE_FACT_TYPES, audit_failures
 
     report = build_audit()
     assert report["unread_fact_types"] == [] and report["stale_descriptive"] == []

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.collectors import artefact_kinds
-from engine.collectors.checklist import COLLECTOR as CHECKLIST
-from engine.collectors.checklist.runs import run_facts
-from engine.discovery import discover_case, discover_folder, discover_runs
-from engine.errors import PrecdxError, Warnings
-from engine.inspection import inspect_case, render_inspect_text
+from precdx.collectors import artefact_kinds
+from precdx.collectors.checklist import COLLECTOR as CHECKLIST
+from precdx.collectors.checklist.runs import run_facts
+from precdx.discovery import discover_case, discover_folder, discover_runs
+from precdx.errors import PrecdxError, Warnings
+from precdx.inspection import inspect_case, render_inspect_text
 
 ENV = "CUDA_VISIBLE_DEVICES=0\nCUDA_HOME=/usr/local/cuda\nNCCL_DEBUG=WARN\nHOME=/root\n"
 NPU_ENV = "ASCEND_RT_VISIBLE_DEVICES=0\nASCEND_HOME_PATH=/usr/local/Ascend\nHCCL_BUFFSIZE=200\nHOME=/x\n"

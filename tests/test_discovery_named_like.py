@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.discovery import discover_runs
-from engine.errors import Warnings
+from precdx.discovery import discover_runs
+from precdx.errors import Warnings
 
 LOG = " iteration        1/     100 | lm loss: 2.500000E+00 | loss scale: 1.0 | grad norm: 1.000 |\n"
 

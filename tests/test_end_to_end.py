@@ -8,7 +8,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from engine.cli import main
+from precdx.cli import main
 
 
 def _cases(shared_dir):
@@ -40,7 +40,7 @@ def test_scenarios(shared_dir):
 
 
 def test_json_output_matches_schema(shared_dir):
-    from engine.diagnosis import Diagnosis
+    from precdx.diagnosis import Diagnosis
     runner = CliRunner()
     case = _cases(shared_dir)[0]
     res = runner.invoke(main, ["diagnose", str(case), "--format", "json"])
@@ -53,9 +53,9 @@ def test_json_output_matches_schema(shared_dir):
 def test_engines_agree_on_scenarios(shared_dir):
     """The durable-rules matcher and the Python reference evaluator rank the same modes with the
     same scores on every scenario."""
-    from engine.diagnosis import diagnose
-    from engine.errors import Warnings
-    from engine.pipeline import collect, discover
+    from precdx.diagnosis import diagnose
+    from precdx.errors import Warnings
+    from precdx.pipeline import collect, discover
     for case in _cases(shared_dir):
         w = Warnings()
         facts = collect(discover(case, warnings=w), w)

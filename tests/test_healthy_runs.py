@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from engine.diagnosis import REPORT_THRESHOLD, diagnose
-from engine.errors import Warnings
-from engine.pipeline import collect, discover
+from precdx.diagnosis import REPORT_THRESHOLD, diagnose
+from precdx.errors import Warnings
+from precdx.pipeline import collect, discover
 
 ALLOWLIST: dict[str, str] = {}  # failure mode -> reason it may fire on a healthy run
 

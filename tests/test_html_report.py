@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.diagnosis import diagnose
-from engine.facts import FactSet, parse_fact
-from engine.render import render
-from engine.render.html import render_html
+from precdx.diagnosis import diagnose
+from precdx.facts import FactSet, parse_fact
+from precdx.render import render
+from precdx.render.html import render_html
 
 PACK = Path(__file__).parent / "planner" / "consult_pack.yaml"
 HOSTILE = "<script>alert(1)</script>"
@@ -71,14 +71,14 @@ def _case_with_logs(shared_dir: Path) -> Path:
 
 
 def _series(case: Path):
-    from engine.api import run_series
-    from engine.pipeline import discover
+    from precdx.api import run_series
+    from precdx.pipeline import discover
 
     return run_series(discover(case))
 
 
 def test_report_embeds_the_loss_plot_as_png(shared_dir):
-    pytest.importorskip("engine.collectors.logs.plot")
+    pytest.importorskip("precdx.collectors.logs.plot")
     series = _series(_case_with_logs(shared_dir))
     assert {s.role for s in series} >= {"baseline", "target"}
     page = render_html(_diag(), series=series)
@@ -92,8 +92,8 @@ def test_the_renderer_reads_no_files(shared_dir, monkeypatch):
     """The page is made from the diagnosis and the series the caller read: rendering neither
     discovers the case again nor parses a log."""
     series = _series(_case_with_logs(shared_dir))
-    import engine.collectors.logs.runs as runs
-    import engine.discovery as discovery
+    import precdx.collectors.logs.runs as runs
+    import precdx.discovery as discovery
 
     def refuse(*_a, **_k):
         raise AssertionError("the HTML renderer read the runs itself")
@@ -106,7 +106,7 @@ def test_the_renderer_reads_no_files(shared_dir, monkeypatch):
 def test_cli_html_report_plots_the_case_it_diagnosed(shared_dir, tmp_path):
     from click.testing import CliRunner
 
-    from engine.cli import main
+    from precdx.cli import main
 
     out = tmp_path / "report.html"
     res = CliRunner().invoke(main, ["diagnose", str(_case_with_logs(shared_dir)), "--format", "html",
@@ -117,7 +117,7 @@ def test_cli_html_report_plots_the_case_it_diagnosed(shared_dir, tmp_path):
 
 def test_missing_plot_module_is_a_note_not_a_failure(shared_dir, monkeypatch):
     series = _series(_case_with_logs(shared_dir))
-    monkeypatch.setitem(sys.modules, "engine.collectors.logs.plot", None)  # import now fails
+    monkeypatch.setitem(sys.modules, "precdx.collectors.logs.plot", None)  # import now fails
     page = render_html(_diag(), series=series)
     assert "Plot unavailable" in page and "data:image/png" not in page
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import PrecdxError
-from engine.kb import KbEntry, clear_cache, find_kb_dir, kb_dir, load_kb
-from engine.yamlsafe import load_yaml_file
+from precdx.errors import PrecdxError
+from precdx.kb import KbEntry, clear_cache, find_kb_dir, kb_dir, load_kb
+from precdx.yamlsafe import load_yaml_file
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 RUNBOOK = ("meaning", "impact", "diagnosis", "mitigation")
@@ -311,10 +311,10 @@ def test_empty_kb_is_an_error(tmp_path):
 
 
 def test_area_folders_are_vocabulary_areas():
-    """kb/<area>/ and rules/<area>/ folders use the areas declared once in engine.vocabulary
+    """kb/<area>/ and rules/<area>/ folders use the areas declared once in precdx.vocabulary
     (rules/symptoms/ holds the symptom rules, which belong to no area)."""
-    from engine.paths import rules_dir
-    from engine.vocabulary import AREAS
+    from precdx.paths import rules_dir
+    from precdx.vocabulary import AREAS
 
     kb_areas = {p.name for p in kb_dir().iterdir() if p.is_dir()}
     rule_areas = {p.name for p in Path(rules_dir()).iterdir() if p.is_dir()} - {"symptoms"}

@@ -6,7 +6,7 @@ but only downward too. Units in one layer do not import each other.
 A unit is a top-level module of engine/ (engine/diagnosis.py -> "diagnosis"), a subpackage
 (engine/rulepack/ -> "rulepack"), or a collector area (engine/collectors/logs/ ->
 "collectors.logs"; engine/collectors/base.py and __init__.py are "collectors"). Imports inside
-one unit are not checked. The collector registry (`engine.collectors.all_collectors`, `reads_of`)
+one unit are not checked. The collector registry (`precdx.collectors.all_collectors`, `reads_of`)
 finds its collectors with importlib by name: a plugin lookup, not an import of a known module.
 """
 from __future__ import annotations
@@ -92,7 +92,7 @@ def imports_of(path: Path, module: str | None = None) -> list[tuple[str, int]]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            for alias in node.names:  # `from engine import discovery` imports the module discovery
+            for alias in node.names:  # `from precdx import discovery` imports the module discovery
                 sub = f"{target}.{alias.name}"
                 out.append((sub if _exists(sub) else target, node.lineno))
     return [(m, line) for m, line in out if m == PACKAGE or m.startswith(f"{PACKAGE}.")]
@@ -139,12 +139,12 @@ def test_allowed_upward_imports_are_still_needed():
 
 def test_the_checker_sees_lazy_relative_and_package_imports(tmp_path):
     """The parser finds imports inside functions and under TYPE_CHECKING, resolves relative
-    imports, and `from engine import X` to the module X (so the test above can fail)."""
+    imports, and `from precdx import X` to the module X (so the test above can fail)."""
     probe = tmp_path / "probe.py"
     probe.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..api import gather\n"
-                     "def f():\n    from engine import service\n    import engine.cli\n    from . import text\n")
-    found = [m for m, _ in imports_of(probe, "engine.render.probe")]
-    assert found == ["engine.api", "engine.service", "engine.cli", "engine.render.text"]
+                     "def f():\n    from precdx import service\n    import precdx.cli\n    from . import text\n")
+    found = [m for m, _ in imports_of(probe, "precdx.render.probe")]
+    assert found == ["precdx.api", "precdx.service", "precdx.cli", "precdx.render.text"]
     assert [unit_of(m) for m in found] == ["api", "service", "cli", "render"]
-    assert unit_of("engine.collectors.logs.runs") == "collectors.logs"
-    assert unit_of("engine.collectors.base") == "collectors"
+    assert unit_of("precdx.collectors.logs.runs") == "collectors.logs"
+    assert unit_of("precdx.collectors.base") == "collectors"

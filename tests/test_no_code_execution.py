@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 import cli
-from engine import yamlsafe
+from precdx import yamlsafe
 from tests.corpus import healthy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ def _violations(path: Path, rel: str | None = None) -> list[str]:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             mod, attr = node.value.id, node.attr
             if mod == "yaml" and attr in YAML_LOADING and rel != "engine/yamlsafe.py":
-                found.append(f"{where}: yaml.{attr} (load YAML through engine.yamlsafe)")
+                found.append(f"{where}: yaml.{attr} (load YAML through precdx.yamlsafe)")
             if mod == "os" and (attr in BANNED_OS or attr.startswith(("exec", "spawn"))):
                 found.append(f"{where}: os.{attr}")
         elif isinstance(node, ast.Call):
@@ -43,7 +43,7 @@ def _violations(path: Path, rel: str | None = None) -> list[str]:
                 found.append(f"{where}: {node.func.id}()")
             for kw in node.keywords:
                 if kw.arg == "Loader":
-                    found.append(f"{where}: Loader= (load YAML through engine.yamlsafe)")
+                    found.append(f"{where}: Loader= (load YAML through precdx.yamlsafe)")
                 if kw.arg == "shell" and not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
                     found.append(f"{where}: shell=")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -52,7 +52,7 @@ def _violations(path: Path, rel: str | None = None) -> list[str]:
                 if name.split(".")[0] in BANNED_MODULES:
                     found.append(f"{where}: import {name}")
                 if name == "yaml" and isinstance(node, ast.ImportFrom) and rel != "engine/yamlsafe.py":
-                    found.append(f"{where}: from yaml import ... (load YAML through engine.yamlsafe)")
+                    found.append(f"{where}: from yaml import ... (load YAML through precdx.yamlsafe)")
     return found
 
 

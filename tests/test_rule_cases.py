@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.paths import rules_dir
-from engine.rulepack.ruletest import load_cases
-from engine.rulerunner import available_engines, run_case
+from precdx.paths import rules_dir
+from precdx.rulepack.ruletest import load_cases
+from precdx.rulerunner import available_engines, run_case
 
 
 def _case_id(case) -> str:

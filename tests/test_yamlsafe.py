@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import PrecdxError
-from engine.yamlsafe import MAX_NODES, _expanded_size, load_yaml_text
+from precdx.errors import PrecdxError
+from precdx.yamlsafe import MAX_NODES, _expanded_size, load_yaml_text
 
 
 def _nested_aliases(levels: int, fan: int) -> str:

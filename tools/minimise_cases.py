@@ -36,13 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine.errors import PrecdxError  # noqa: E402
-from engine.facts import REGISTRY  # noqa: E402
-from engine.facts.base import upgrade_names  # noqa: E402
-from engine.facts.casedefaults import strip  # noqa: E402
-from engine.paths import rules_dir  # noqa: E402
-from engine.rulepack.loader import load_rule_file  # noqa: E402
-from engine.rulepack.ruletest import KINDS, SCHEMA_VERSION, load_test_file  # noqa: E402
+from precdx.errors import PrecdxError  # noqa: E402
+from precdx.facts import REGISTRY  # noqa: E402
+from precdx.facts.base import upgrade_names  # noqa: E402
+from precdx.facts.casedefaults import strip  # noqa: E402
+from precdx.paths import rules_dir  # noqa: E402
+from precdx.rulepack.loader import load_rule_file  # noqa: E402
+from precdx.rulepack.ruletest import KINDS, SCHEMA_VERSION, load_test_file  # noqa: E402
 
 FACT_LINE = re.compile(r"^(?P<indent>\s*)- (?P<body>\{type:.*\})\s*$")
 CASE_ID = re.compile(r"^(?P<indent>\s*)- id: (?P<kind>positive|negative|insufficient)-(?P<rest>\S.*?)\s*$")

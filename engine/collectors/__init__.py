@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from engine.collectors.base import (  # noqa: F401
+from precdx.collectors.base import (  # noqa: F401
     ROLE_ORDER, Artefact, ArtefactKind, Case, Collector, Reads, RunDir,
 )
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Protocol
 
-from engine.errors import Warnings
-from engine.facts import Fact
-from engine.vocabulary import ROLES as ROLE_ORDER  # noqa: F401 (declared there)
+from precdx.errors import Warnings
+from precdx.facts import Fact
+from precdx.vocabulary import ROLES as ROLE_ORDER  # noqa: F401 (declared there)
 
 
 @dataclass

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from engine.demo import artefacts
-from engine.demo.catalogue import FAULTS, Fault, LabParams
-from engine.demo.device import DeviceProfile, stomp_site
-from engine.demo.model import ModelConfig
-from engine.demo.training import Injection, TrainConfig, train
-from engine.errors import PrecdxError
+from precdx.demo import artefacts
+from precdx.demo.catalogue import FAULTS, Fault, LabParams
+from precdx.demo.device import DeviceProfile, stomp_site
+from precdx.demo.model import ModelConfig
+from precdx.demo.training import Injection, TrainConfig, train
+from precdx.errors import PrecdxError
 
 MIN_STEPS = 8
 _PARAM = {"word_embeddings": "embedding.word_embeddings.weight",
@@ -202,7 +202,7 @@ def _run_case(fault_name: str, out_dir: Path, steps: int, seed: int, params: Lab
         started = time.time()
         monitor_with = None
         if with_monitor:
-            from engine.demo.monitoring import TrainingMonitor
+            from precdx.demo.monitoring import TrainingMonitor
             monitor_with = (lambda model, opt, _dir=run_dir, _t=started, _tag=launch[role]:
                             TrainingMonitor(model, opt, _dir / "monitor_output", record_steps=p.monitor_record_steps,
                                             alerts=p.monitor_alerts, started=_t, tag=_tag))

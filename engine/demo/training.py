@@ -10,9 +10,9 @@ from pathlib import Path
 
 import torch
 
-from engine.demo.device import DeviceProfile, device_numerics
-from engine.demo.model import ModelConfig, build_model, lm_loss
-from engine.probe.recorder import Probe
+from precdx.demo.device import DeviceProfile, device_numerics
+from precdx.demo.model import ModelConfig, build_model, lm_loss
+from precdx.probe.recorder import Probe
 
 
 @dataclass(frozen=True)
@@ -223,10 +223,10 @@ def train(cfg: TrainConfig, profile: DeviceProfile, *, dump_dir: Path | None = N
 
     ``overflow_from`` (loss_scale_collapse) makes a target fp16 kernel emit inf into the
     gradients on a growing share of iterations from that iteration on. ``watch_with(model,
-    optimizer)`` returns an ``engine.watch.Watcher`` that gets each iteration's batch and logged
+    optimizer)`` returns an ``precdx.watch.Watcher`` that gets each iteration's batch and logged
     scalars, before the update (as Megatron checks for NaN before it), can stop the run, and is
     closed when training ends. ``monitor_with(model, optimizer)`` returns a training monitor
-    (``engine.demo.monitoring.TrainingMonitor``) that records every iteration.
+    (``precdx.demo.monitoring.TrainingMonitor``) that records every iteration.
     """
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, cfg.seed)

@@ -1,5 +1,5 @@
 """The watch demo (``precdx demo --watch``): train the baseline ("GPU") job, train the faulty
-target ("NPU") under ``engine.watch`` against it, let the watcher capture the breaching step,
+target ("NPU") under ``precdx.watch`` against it, let the watcher capture the breaching step,
 replay that step on the baseline side and hand the case to ``precdx diagnose``.
 
 Layout of ``out_dir``: ``gpu_run/`` (the baseline job's log, launch script, env and pip
@@ -9,8 +9,8 @@ whose log the rerun must reproduce), ``case/`` (the watcher's case folder) and
 
 The module-level functions are the replay entry points for demo cases::
 
-    precdx replay precdx-demo/case --model-fn engine.demo.watching:baseline_model \\
-        --step-fn engine.demo.watching:demo_step --batch-fn engine.demo.watching:baseline_batch
+    precdx replay precdx-demo/case --model-fn precdx.demo.watching:baseline_model \\
+        --step-fn precdx.demo.watching:demo_step --batch-fn precdx.demo.watching:baseline_batch
 """
 from __future__ import annotations
 
@@ -21,18 +21,18 @@ from typing import Any
 
 import torch
 
-from engine.demo import artefacts
-from engine.demo.catalogue import FAULTS
-from engine.demo.device import DeviceProfile, device_numerics
-from engine.demo.lab import MIN_STEPS, _configs, _nan_step
-from engine.demo.model import build_model
-from engine.demo.training import TrainConfig, forward_backward, make_batch, train
-from engine.errors import PrecdxError
+from precdx.demo import artefacts
+from precdx.demo.catalogue import FAULTS
+from precdx.demo.device import DeviceProfile, device_numerics
+from precdx.demo.lab import MIN_STEPS, _configs, _nan_step
+from precdx.demo.model import build_model
+from precdx.demo.training import TrainConfig, forward_backward, make_batch, train
+from precdx.errors import PrecdxError
 
-MODEL_FN = "engine.demo.watching:baseline_model"
-STEP_FN = "engine.demo.watching:demo_step"
-BATCH_FN = "engine.demo.watching:baseline_batch"
-TARGET_STEP_FN = "engine.demo.watching:target_launch_step"
+MODEL_FN = "precdx.demo.watching:baseline_model"
+STEP_FN = "precdx.demo.watching:demo_step"
+BATCH_FN = "precdx.demo.watching:baseline_batch"
+TARGET_STEP_FN = "precdx.demo.watching:target_launch_step"
 REPLAY_LAUNCH = 7919  # launch seed offset of a replay on the target device: a launch of its own
 
 
@@ -86,8 +86,8 @@ def run_watch_case(fault_name: str, out_dir: Path | str, *, steps: int = 24, see
                    replay_steps: bool = True, quiet: bool = False) -> Path:
     """Baseline, watched target (and its first launch for the rerun fault), replay of the
     captured step on the reference side; returns the case folder (``out_dir/case``)."""
-    from engine.watch.replayer import replay
-    from engine.watch.watcher import Watcher
+    from precdx.watch.replayer import replay
+    from precdx.watch.watcher import Watcher
 
     fault = FAULTS.get(fault_name)
     if fault is None:
@@ -108,8 +108,8 @@ def run_watch_case(fault_name: str, out_dir: Path | str, *, steps: int = 24, see
 
 
 def _run(fault: Any, out_dir: Path, steps: int, seed: int, replay_steps: bool, quiet: bool) -> Path:
-    from engine.watch.replayer import replay
-    from engine.watch.watcher import Watcher
+    from precdx.watch.replayer import replay
+    from precdx.watch.watcher import Watcher
 
     base_cfg, target_cfg = _configs(fault, steps, seed)
     gpu = out_dir / "gpu_run"
@@ -141,7 +141,7 @@ def _run(fault: Any, out_dir: Path, steps: int, seed: int, replay_steps: bool, q
     else:
         launch(1, case)
     if replay_steps:
-        from engine.watch.watcher import load_status
+        from precdx.watch.watcher import load_status
         for entry in load_status(case).get("captured", []):
             if rerun:
                 replay(case, entry["iteration"], model_fn=baseline_model, step_fn=target_launch_step, quiet=quiet)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Callable, ClassVar, Iterable, Self, Union, ge
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
 
-from engine.errors import PrecdxError
+from precdx.errors import PrecdxError
 
 NONFINITE_SUFFIX = "__nonfinite"
 RESERVED_FIELDS = {"id", "sid", "$s"}

@@ -17,7 +17,7 @@ import types
 import typing
 from typing import Any
 
-from engine.facts.base import REGISTRY
+from precdx.facts.base import REGISTRY
 
 _TARGET = {"run": "target", "role": "target"}
 _PAIR = {"pair": "target~baseline", "role": "target", "against_role": "baseline"}

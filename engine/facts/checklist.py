@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from engine.facts.base import Bool, F, Fact, Int, Num, fact_type
-from engine.vocabulary import Role, RunDevice
+from precdx.facts.base import Bool, F, Fact, Int, Num, fact_type
+from precdx.vocabulary import Role, RunDevice
 
 
 ConfigCategory = Literal["hyperparameter", "parallel", "precision", "framework_option",

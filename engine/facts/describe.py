@@ -1,7 +1,7 @@
 """The fact vocabulary rendered for people and tools (docs, `precdx facts --vocabulary`)."""
 from __future__ import annotations
 
-from engine.facts.base import REGISTRY
+from precdx.facts.base import REGISTRY
 
 
 def _former(spec) -> dict[str, list[str]]:

@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from engine.errors import PrecdxError
-from engine.facts.base import Fact, parse_fact
+from precdx.errors import PrecdxError
+from precdx.facts.base import Fact, parse_fact
 
 
 class FactSet:
@@ -87,7 +87,7 @@ def _diff_fields(a: Fact, b: Fact) -> str:
 
 def load_fact_files(paths: Iterable[str | Path]) -> FactSet:
     """Read facts given as YAML or JSON: a list of facts, or a mapping with a `facts` list."""
-    from engine.yamlsafe import load_yaml_text
+    from precdx.yamlsafe import load_yaml_text
 
     facts = FactSet()
     for p in paths:

@@ -14,8 +14,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import model_validator
 
-from engine.facts.base import Bool, F, Fact, Int, Num, fact_type
-from engine.vocabulary import Role
+from precdx.facts.base import Bool, F, Fact, Int, Num, fact_type
+from precdx.vocabulary import Role
 
 # `Optional[str]`, not `str | None`: the registry's type check accepts typing.Union only.
 _C = ("logs",)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from engine.facts.base import Bool, F, Fact, Int, Num, fact_type
-from engine.vocabulary import Role
+from precdx.facts.base import Bool, F, Fact, Int, Num, fact_type
+from precdx.vocabulary import Role
 
 Family = Literal["matmul", "attention", "fused_attention", "softmax", "norm", "activation",
                  "embedding", "loss", "optimizer", "communication", "elementwise", "dropout",

@@ -5,15 +5,15 @@ implement `Matcher.run(facts) -> list[Firing]` over the same IR and must agree e
 """
 from __future__ import annotations
 
-from engine.matching.base import Firing, Matcher  # noqa: F401
-from engine.vocabulary import ENGINES  # noqa: F401 (declared there)
+from precdx.matching.base import Firing, Matcher  # noqa: F401
+from precdx.vocabulary import ENGINES  # noqa: F401 (declared there)
 
 
 def compile_matcher(pack, engine: str = "durable") -> Matcher:
     if engine == "python":
-        from engine.matching.python_engine import PythonMatcher
+        from precdx.matching.python_engine import PythonMatcher
         return PythonMatcher(pack)
     if engine == "durable":
-        from engine.matching.durable_engine import DurableMatcher
+        from precdx.matching.durable_engine import DurableMatcher
         return DurableMatcher(pack)
     raise ValueError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")

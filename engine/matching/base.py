@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from engine.facts import Fact
+from precdx.facts import Fact
 
 
 @dataclass(frozen=True, order=True)

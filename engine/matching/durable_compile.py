@@ -28,10 +28,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import PrecdxError
-from engine.facts import NONFINITE_SUFFIX, REGISTRY
-from engine.matching.durable_serial import MAX_EXACT_INT, check_property_hashes, dumps
-from engine.rulepack.compiler import (MAX_JOINS_PER_PATTERN, MAX_PATTERNS, MAX_PRIORITY,
+from precdx.errors import PrecdxError
+from precdx.facts import NONFINITE_SUFFIX, REGISTRY
+from precdx.matching.durable_serial import MAX_EXACT_INT, check_property_hashes, dumps
+from precdx.rulepack.compiler import (MAX_JOINS_PER_PATTERN, MAX_PATTERNS, MAX_PRIORITY,
                                       Alternative, CompiledPack, CompiledRule, PatternIR, Test)
 
 NEG_PREFIX = "__neg__"

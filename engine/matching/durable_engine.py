@@ -21,15 +21,15 @@ from typing import Sequence
 
 import durable_rules_engine as _engine
 
-from engine.errors import PrecdxError
-from engine.facts import NONFINITE_SUFFIX, Fact, match_dict
-from engine.matching.base import Firing
-from engine.matching.durable_compile import (ALPHA_BUDGET, END_RULE, END_TYPE, NEG_PREFIX, NUMERIC,
+from precdx.errors import PrecdxError
+from precdx.facts import NONFINITE_SUFFIX, Fact, match_dict
+from precdx.matching.base import Firing
+from precdx.matching.durable_compile import (ALPHA_BUDGET, END_RULE, END_TYPE, NEG_PREFIX, NUMERIC,
                                              EngineRule, Program, TypePlan, compile_program,
                                              ruleset_json)
-from engine.matching.durable_serial import (FACT_IDS, MAX_SIDS, SESSION_IDS, fact_ids, format_number,
+from precdx.matching.durable_serial import (FACT_IDS, MAX_SIDS, SESSION_IDS, fact_ids, format_number,
                                             format_string)
-from engine.rulepack.compiler import CompiledPack
+from precdx.rulepack.compiler import CompiledPack
 
 _RULESET_SERIAL = itertools.count(1)
 _CODE = re.compile(r"error code:?\s*(\d+)")

@@ -8,7 +8,7 @@ import math
 import threading
 from typing import Any
 
-from engine.errors import PrecdxError
+from precdx.errors import PrecdxError
 
 _FNV_OFFSET = 2166136261
 _FNV_PRIME = 16777619

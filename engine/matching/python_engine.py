@@ -14,9 +14,9 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from engine.facts import NONFINITE_SUFFIX, Fact, match_dict
-from engine.matching.base import Firing
-from engine.rulepack.compiler import Alternative, CompiledPack, CompiledRule, PatternIR, Test
+from precdx.facts import NONFINITE_SUFFIX, Fact, match_dict
+from precdx.matching.base import Firing
+from precdx.rulepack.compiler import Alternative, CompiledPack, CompiledRule, PatternIR, Test
 
 _CMP = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
         "gt": operator.gt, "ge": operator.ge}

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.errors import PrecdxError, Warnings
-from engine.vocabulary import Lang
+from precdx.errors import PrecdxError, Warnings
+from precdx.vocabulary import Lang
 
 KB_URI = "precdx://kb/{mode}"
 MAX_FACTS = 50_000
@@ -32,7 +32,7 @@ def _require_case(case_dir: str | None, target: str | None) -> None:
 
 
 def _facts_from_list(facts: list[dict[str, Any]]):
-    from engine.facts import FactSet, parse_fact
+    from precdx.facts import FactSet, parse_fact
 
     if not isinstance(facts, list):
         raise PrecdxError("facts must be a list of fact objects (each with a 'type')")
@@ -51,7 +51,7 @@ def _as_json(diag) -> dict[str, Any]:
 def diagnose_case(case_dir: str | None = None, target: str | None = None, baseline: str | None = None,
                   target_reruns: list[str] | None = None, baseline_reruns: list[str] | None = None,
                   lang: Lang = "en") -> dict[str, Any]:
-    from engine import api
+    from precdx import api
 
     _require_case(case_dir, target)
     return _as_json(api.diagnose_case(case_dir, target=target, baseline=baseline,
@@ -60,13 +60,13 @@ def diagnose_case(case_dir: str | None = None, target: str | None = None, baseli
 
 
 def diagnose_facts(facts: list[dict[str, Any]], lang: Lang = "en") -> dict[str, Any]:
-    from engine import api
+    from precdx import api
 
     return _as_json(api.diagnose_case(facts=_facts_from_list(facts), lang=lang).diagnosis)
 
 
 def explain(name: str, lang: Lang = "en") -> dict[str, Any]:
-    from engine.explain import explain as do_explain
+    from precdx.explain import explain as do_explain
 
     data = json.loads(do_explain(name, lang=lang, fmt="json"))
     data["text"] = do_explain(name, lang=lang, fmt="text")
@@ -74,8 +74,8 @@ def explain(name: str, lang: Lang = "en") -> dict[str, Any]:
 
 
 def list_failure_modes(area: str | None = None, lang: Lang = "en") -> list[dict[str, Any]]:
-    from engine.diagnosis import load_pack
-    from engine.kb import load_kb
+    from precdx.diagnosis import load_pack
+    from precdx.kb import load_kb
 
     pack = load_pack()
     out = []
@@ -94,9 +94,9 @@ def list_failure_modes(area: str | None = None, lang: Lang = "en") -> list[dict[
 def next_evidence(case_dir: str | None = None, target: str | None = None, baseline: str | None = None,
                   facts: list[dict[str, Any]] | None = None, limit: int = 5,
                   lang: Lang = "en") -> dict[str, Any]:
-    from engine.api import gather
-    from engine.diagnosis import diagnose
-    from engine.planner.nextbest import plan
+    from precdx.api import gather
+    from precdx.diagnosis import diagnose
+    from precdx.planner.nextbest import plan
 
     if not (case_dir or target or facts):
         raise PrecdxError("give case_dir, target (and baseline), or facts")
@@ -119,7 +119,7 @@ def next_evidence(case_dir: str | None = None, target: str | None = None, baseli
 
 def kb_markdown(mode: str) -> str:
     """One knowledge-base entry as Markdown, English then Chinese."""
-    from engine.kb import load_kb
+    from precdx.kb import load_kb
 
     kb = load_kb()
     if mode not in kb:
@@ -148,8 +148,8 @@ def build_server():
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.resources import TextResource
 
-    from engine import __version__
-    from engine.kb import load_kb
+    from precdx import __version__
+    from precdx.kb import load_kb
 
     server = MCPServer(
         "precdx", version=__version__,
@@ -205,7 +205,7 @@ def main() -> None:
     """Serve over stdio until the client closes the connection."""
     import logging
 
-    from engine import progress
+    from precdx import progress
 
     progress.set_quiet(True)  # stdout carries the protocol only
     logging.basicConfig(level=logging.WARNING)

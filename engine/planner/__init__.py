@@ -2,5 +2,5 @@
 information gain per cost, and the consultation (`precdx ask`, chat sessions) built on it."""
 from __future__ import annotations
 
-from engine.planner.answers import answer_to_fact, parse_answer  # noqa: F401
-from engine.planner.nextbest import Suggestion, dominant, plan  # noqa: F401
+from precdx.planner.answers import answer_to_fact, parse_answer  # noqa: F401
+from precdx.planner.nextbest import Suggestion, dominant, plan  # noqa: F401

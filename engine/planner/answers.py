@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from engine.errors import PrecdxError
-from engine.facts import Fact, parse_fact
-from engine.facts.core import OBSERVATIONS
+from precdx.errors import PrecdxError
+from precdx.facts import Fact, parse_fact
+from precdx.facts.core import OBSERVATIONS
 
 YES = {"yes", "y", "true", "t", "1", "on", "是", "是的", "对", "有", "会", "能"}
 NO = {"no", "n", "false", "f", "0", "off", "否", "不", "不是", "没有", "不会", "不能"}

@@ -11,11 +11,11 @@ from typing import Callable, Iterable
 
 import click
 
-from engine.diagnosis import Diagnosis, diagnose
-from engine.errors import PrecdxError, Warnings
-from engine.facts import Fact, FactSet
-from engine.planner.answers import answer_to_fact
-from engine.planner.nextbest import Suggestion, dominant, plan
+from precdx.diagnosis import Diagnosis, diagnose
+from precdx.errors import PrecdxError, Warnings
+from precdx.facts import Fact, FactSet
+from precdx.planner.answers import answer_to_fact
+from precdx.planner.nextbest import Suggestion, dominant, plan
 
 QUIT = {"quit", "q", "exit", "stop", "退出", "结束"}
 
@@ -159,7 +159,7 @@ def _open_with_differential(diag, facts: FactSet, *, lang: str, engine: str, rul
 
 def _report(result: ConsultResult, facts: FactSet, *, lang: str, engine: str, rules_path: str | None,
             echo: Callable[[str], None]) -> None:
-    from engine.render.text import render_text
+    from precdx.render.text import render_text
 
     L = _L.get(lang, _L["en"])
     echo("")

@@ -2,7 +2,7 @@
 catalogue question, and the cost of producing each collector's facts."""
 from __future__ import annotations
 
-from engine.vocabulary import COST_CLASSES
+from precdx.vocabulary import COST_CLASSES
 
 # Each class costs about twice the one before: read a config < rerun one step < dump one step
 # < a long run < cluster time. Information gain is divided by this weight.

@@ -29,15 +29,15 @@ from typing import Iterable, Literal, Mapping
 
 from pydantic import BaseModel, Field
 
-from engine.diagnosis import Diagnosis, Hypothesis, diagnose, get_matcher
-from engine.facts import REGISTRY, Fact, FactSet, match_dict
-from engine.facts.core import OBSERVATIONS
-from engine.planner.answers import question_applies, question_text
-from engine.planner.costs import COST_WEIGHT, fact_cost, observation_cost
-from engine.ranking import ModeScore, firing_weight, specificity
-from engine.rulepack.compiler import CompiledPack, CompiledRule
-from engine.rulepack.devices import run_device
-from engine.vocabulary import COST_LABELS, COST_LABELS_ZH, Cost
+from precdx.diagnosis import Diagnosis, Hypothesis, diagnose, get_matcher
+from precdx.facts import REGISTRY, Fact, FactSet, match_dict
+from precdx.facts.core import OBSERVATIONS
+from precdx.planner.answers import question_applies, question_text
+from precdx.planner.costs import COST_WEIGHT, fact_cost, observation_cost
+from precdx.ranking import ModeScore, firing_weight, specificity
+from precdx.rulepack.compiler import CompiledPack, CompiledRule
+from precdx.rulepack.devices import run_device
+from precdx.vocabulary import COST_LABELS, COST_LABELS_ZH, Cost
 
 PRIOR = 0.05            # flat prior mass per mode in play
 TEST_ACCURACY = 0.8     # P(an experiment confirms | its hypothesis holds) = P(refutes | it does not)
@@ -212,13 +212,13 @@ def _question_candidates(facts: list[Fact], pack: CompiledPack, answered: set[st
 
 
 def _observation(name: str, answer: dict) -> Fact:
-    from engine.facts import parse_fact
+    from precdx.facts import parse_fact
     return parse_fact({"type": "observation", "name": name, **answer, "source": "planner"})
 
 
 def _check_candidates(facts: list[Fact], pack: CompiledPack, fired: set[str], diag: Diagnosis,
                       lang: str) -> list[_Candidate]:
-    from engine.matching.python_engine import near_misses
+    from precdx.matching.python_engine import near_misses
 
     present: dict[str, list[dict]] = {}
     for f in facts:
@@ -281,7 +281,7 @@ def _probe_candidates(facts: list[Fact], pack: CompiledPack, lang: str) -> list[
     """Evidence the user can add (launch configs and listings, a target rerun, a dump), each
     read as a test of the modes whose rules read the facts it brings (the symptom differential's
     probes)."""
-    from engine import differential as dx
+    from precdx import differential as dx
 
     idx = 1 if lang == "zh" else 0
     out = []

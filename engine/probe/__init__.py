@@ -1,7 +1,7 @@
 """Torch probe: msprobe-format (mindstudio-probe 26.2.0) dumps of chosen training steps, a
 first-NaN locator and a determinism self-check.
 
-torch is imported only when one of these names is first used, so ``import engine.probe``
+torch is imported only when one of these names is first used, so ``import precdx.probe``
 works without torch. Entry points: ``Probe`` (start/stop/step or ``with probe.capture():``),
 ``locate_first_nan(model, step_fn)``, ``check_determinism(model, step_fn, optimizer)``, all
 imported from the installed package: ``from precdx.probe import Probe``.
@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 _LAZY = {
-    "Probe": "engine.probe.recorder",
-    "StepRecord": "engine.probe.recorder",
-    "locate_first_nan": "engine.probe.nan_locator",
-    "NanOrigin": "engine.probe.nan_locator",
-    "check_determinism": "engine.probe.determinism",
-    "DeterminismReport": "engine.probe.determinism",
+    "Probe": "precdx.probe.recorder",
+    "StepRecord": "precdx.probe.recorder",
+    "locate_first_nan": "precdx.probe.nan_locator",
+    "NanOrigin": "precdx.probe.nan_locator",
+    "check_determinism": "precdx.probe.determinism",
+    "DeterminismReport": "precdx.probe.determinism",
 }
 
 __all__ = sorted(_LAZY)
@@ -25,6 +25,6 @@ __all__ = sorted(_LAZY)
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'engine.probe' has no attribute {name!r}")
+        raise AttributeError(f"module 'precdx.probe' has no attribute {name!r}")
     import importlib
     return getattr(importlib.import_module(module), name)

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from engine.probe.recorder import Probe
+from precdx.probe.recorder import Probe
 
 
 @dataclass

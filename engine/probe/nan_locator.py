@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import torch
 
-from engine.probe.recorder import NonFiniteFound, Probe
+from precdx.probe.recorder import NonFiniteFound, Probe
 
 
 @dataclass

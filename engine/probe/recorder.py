@@ -29,9 +29,9 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from engine.errors import PrecdxError
-from engine.probe.catalogue import WrapTarget, build_targets, is_low_risk
-from engine.probe.summary import SUMMARY_MODES, as_list, encode, is_finite_value, tensor_summary
+from precdx.errors import PrecdxError
+from precdx.probe.catalogue import WrapTarget, build_targets, is_low_risk
+from precdx.probe.summary import SUMMARY_MODES, as_list, encode, is_finite_value, tensor_summary
 
 LEVELS = ("L0", "L1", "mix")
 _PROBE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from engine.diagnosis import Diagnosis
-from engine.vocabulary import REPORT_FORMATS as FORMATS  # noqa: F401 (declared there)
+from precdx.diagnosis import Diagnosis
+from precdx.vocabulary import REPORT_FORMATS as FORMATS  # noqa: F401 (declared there)
 
 if TYPE_CHECKING:
-    from engine.render.chat import Reply
+    from precdx.render.chat import Reply
 
 # formats whose output is meant to be posted as a chat message (capped, with a report link)
 CHAT_FORMATS = ("text", "markdown", "slack", "lark")
@@ -27,18 +27,18 @@ def render(diag: Diagnosis, fmt: str, *, translations: Sequence[Diagnosis] = (),
     if fmt == "json":
         return diag.model_dump_json(indent=2)
     if fmt == "markdown":
-        from engine.render.markdown import render_markdown
+        from precdx.render.markdown import render_markdown
         return render_markdown(diag, **kw)
     if fmt == "slack":
-        from engine.render.slack import render_slack
+        from precdx.render.slack import render_slack
         return render_slack(diag, **kw)
     if fmt == "lark":
-        from engine.render.lark import render_lark
+        from precdx.render.lark import render_lark
         return render_lark([diag, *(t for t in translations if t.lang != diag.lang)], **kw)
     if fmt == "html":
-        from engine.render.html import render_html
+        from precdx.render.html import render_html
         return render_html(diag, **kw)
-    from engine.render.text import render_text
+    from precdx.render.text import render_text
     return render_text(diag, **kw)
 
 
@@ -50,14 +50,14 @@ def render_chat(fmt: str, replies: Sequence["Reply"], *, max_length: int | None 
 
     length = max_length or DEFAULT_LENGTH[fmt]
     if fmt == "lark":
-        from engine.render.lark import lark_message
+        from precdx.render.lark import lark_message
         return json.dumps(lark_message(replies, max_length=length, report_url=report_url), ensure_ascii=False,
                           separators=(",", ":"))
     if fmt == "slack":
-        from engine.render.slack import slack_message
+        from precdx.render.slack import slack_message
         return json.dumps(slack_message(replies[0], max_length=length, report_url=report_url), ensure_ascii=False)
     if fmt == "markdown":
-        from engine.render.markdown import render_reply
+        from precdx.render.markdown import render_reply
         return render_reply(replies[0], max_length=length, report_url=report_url)
-    from engine.render.text import render_reply as render_text_reply
+    from precdx.render.text import render_reply as render_text_reply
     return render_text_reply(replies[0], max_length=length, report_url=report_url)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from engine.diagnosis import Diagnosis, grade_label
-from engine.errors import PrecdxError
+from precdx.diagnosis import Diagnosis, grade_label
+from precdx.errors import PrecdxError
 
 ICONS = {"aligned": "✅", "misaligned": "❌", "inconclusive": "❔"}
 ELLIPSIS = "…"

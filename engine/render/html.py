@@ -11,10 +11,10 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from engine.diagnosis import Diagnosis, Hypothesis, grade_label
+from precdx.diagnosis import Diagnosis, Hypothesis, grade_label
 
 if TYPE_CHECKING:
-    from engine.collectors.logs.series import StepSeries
+    from precdx.collectors.logs.series import StepSeries
 
 _L = {
     "en": {"title": "precdx report", "verdict": "Verdict", "plot": "Loss and grad norm", "symptoms": "Symptoms",
@@ -82,17 +82,17 @@ def _e(value: Any) -> str:
 
 
 def _plot_section(series, L: dict) -> str:
-    """The curves the caller read (engine.api.diagnose_case(series=True)) as an embedded PNG;
+    """The curves the caller read (precdx.api.diagnose_case(series=True)) as an embedded PNG;
     None means no run was given."""
     if series is None:
         return f'<p class="note">{_e(L["no_runs"])}</p>'
     if not series:
         return f'<p class="note">{_e(L["no_plot"])}: {_e(L["no_curve"])}</p>'
-    from engine.errors import PrecdxError
+    from precdx.errors import PrecdxError
 
     with tempfile.TemporaryDirectory(prefix="precdx-plot-") as tmp:
         try:
-            from engine.collectors.logs.plot import plot_series
+            from precdx.collectors.logs.plot import plot_series
             written = plot_series(list(series), Path(tmp) / "curves.png")
         except ImportError as exc:  # matplotlib (or the plot module) not installed
             return f'<p class="note">{_e(L["no_plot"])}: {_e(exc)}</p>'

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from engine.diagnosis import Diagnosis
-from engine.errors import PrecdxError
-from engine.render.chat import Cap, Markup, Part, Reply, Span, diagnosis_reply, fit
+from precdx.diagnosis import Diagnosis
+from precdx.errors import PrecdxError
+from precdx.render.chat import Cap, Markup, Part, Reply, Span, diagnosis_reply, fit
 
 DEFAULT_BYTES = 20_000
 MIN_BYTES = 1_000

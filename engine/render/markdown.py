@@ -3,8 +3,8 @@ pasteable, with the top hypotheses and their next steps. Optionally capped in le
 with a link to the full report (engine/render/chat.py)."""
 from __future__ import annotations
 
-from engine.diagnosis import Diagnosis
-from engine.render.chat import Cap, Markup, Part, Reply, Span, diagnosis_reply, fit
+from precdx.diagnosis import Diagnosis
+from precdx.render.chat import Cap, Markup, Part, Reply, Span, diagnosis_reply, fit
 
 
 class MarkdownMarkup(Markup):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.diagnosis import Diagnosis
-from engine.render.chat import Cap, Markup, Part, Reply, Span, diagnosis_reply, fit
+from precdx.diagnosis import Diagnosis
+from precdx.render.chat import Cap, Markup, Part, Reply, Span, diagnosis_reply, fit
 
 SECTION_CHARS = 3000
 MAX_BLOCKS = 50

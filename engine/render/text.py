@@ -4,8 +4,8 @@ optionally capped in length at hypothesis boundaries and closed by a link to the
 (engine/render/chat.py)."""
 from __future__ import annotations
 
-from engine.diagnosis import Diagnosis, grade_label
-from engine.render.chat import Cap, Markup, Part, Reply, fit, plain
+from precdx.diagnosis import Diagnosis, grade_label
+from precdx.render.chat import Cap, Markup, Part, Reply, fit, plain
 
 TEXT = Markup()
 

@@ -7,10 +7,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import PrecdxError
-from engine.facts import REGISTRY, FieldSpec
-from engine.rulepack.loader import LoadedRule
-from engine.rulepack.schema import JOIN_OPERATORS, OPERATORS, Rule
+from precdx.errors import PrecdxError
+from precdx.facts import REGISTRY, FieldSpec
+from precdx.rulepack.loader import LoadedRule
+from precdx.rulepack.schema import JOIN_OPERATORS, OPERATORS, Rule
 
 MAX_PATTERNS = 16          # durable: > 16 patterns per rule fails at assert time (error 304)
 MAX_JOINS_PER_PATTERN = 28  # durable: about 30 join conditions per pattern

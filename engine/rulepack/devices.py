@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from engine.facts import Fact
-from engine.vocabulary import DEVICES as KNOWN
+from precdx.facts import Fact
+from precdx.vocabulary import DEVICES as KNOWN
 
 # Words that only make sense on one device family (commands, env variables, tools, APIs).
 NPU_ONLY = re.compile(

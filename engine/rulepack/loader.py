@@ -13,12 +13,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.errors import PrecdxError, Warnings
-from engine.paths import rules_dir
-from engine.rulepack.schema import SCHEMA_VERSION, Rule
-from engine.rulepack.thresholds import scope, substitute
-from engine.rulepack.upgrade import upgrade_rule
-from engine.yamlsafe import LineDict, LineList, line_of, load_yaml_file
+from precdx.errors import PrecdxError, Warnings
+from precdx.paths import rules_dir
+from precdx.rulepack.schema import SCHEMA_VERSION, Rule
+from precdx.rulepack.thresholds import scope, substitute
+from precdx.rulepack.upgrade import upgrade_rule
+from precdx.yamlsafe import LineDict, LineList, line_of, load_yaml_file
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from engine.errors import PrecdxError
-from engine.facts import REGISTRY, Fact, FactSet, parse_fact
-from engine.facts.casedefaults import fill
-from engine.paths import rules_dir
-from engine.yamlsafe import LineDict, line_of, load_yaml_file
+from precdx.errors import PrecdxError
+from precdx.facts import REGISTRY, Fact, FactSet, parse_fact
+from precdx.facts.casedefaults import fill
+from precdx.paths import rules_dir
+from precdx.yamlsafe import LineDict, line_of, load_yaml_file
 
 KINDS = ("positive", "negative", "insufficient")
 CASE_KEYS = ("id", "rule", "kind", "facts", "top", "note")

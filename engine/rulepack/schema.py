@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from engine.vocabulary import (  # noqa: F401 (declared there)
+from precdx.vocabulary import (  # noqa: F401 (declared there)
     COST_CLASSES, COST_LABELS, COST_LABELS_ZH, DEVICES, Cost, Device, Text,
 )
 

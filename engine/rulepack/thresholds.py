@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from engine.errors import PrecdxError
-from engine.yamlsafe import line_of
+from precdx.errors import PrecdxError
+from precdx.yamlsafe import line_of
 
 TEXT = re.compile(r"\{threshold\.([A-Za-z_]\w*)(?::([^{}]*))?\}")
 _TEXT_KEYS = ("title", "explanation")
@@ -30,7 +30,7 @@ def mode_of(path: str | Path) -> str | None:
 
 
 def scope(path: str | Path) -> dict[str, tuple[float, str]]:
-    from engine.kb import thresholds_for
+    from precdx.kb import thresholds_for
 
     try:
         return thresholds_for(mode_of(path))

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from engine.facts import REGISTRY
-from engine.yamlsafe import LineDict
+from precdx.facts import REGISTRY
+from precdx.yamlsafe import LineDict
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)\.([A-Za-z_]\w*)((?::[^{}]*)?)\}")
 _TEXT_KEYS = ("title", "explanation")

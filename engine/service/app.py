@@ -25,17 +25,17 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
-from engine import __version__
-from engine.errors import PrecdxError
-from engine.service.errors import ServiceError
-from engine.service.jobs import JobRunner
-from engine.service.limits import RequestGuard
-from engine.service.models import REQUEST_BODIES, ErrorOut
-from engine.service.reports import ReportStore
-from engine.service.routes import diagnose, docs, meta, reports, sessions
-from engine.service.routes.diagnose import diagnose_job  # noqa: F401 (the job POST /v1/diagnose runs)
-from engine.service.settings import Settings
-from engine.service.store import SessionStore
+from precdx import __version__
+from precdx.errors import PrecdxError
+from precdx.service.errors import ServiceError
+from precdx.service.jobs import JobRunner
+from precdx.service.limits import RequestGuard
+from precdx.service.models import REQUEST_BODIES, ErrorOut
+from precdx.service.reports import ReportStore
+from precdx.service.routes import diagnose, docs, meta, reports, sessions
+from precdx.service.routes.diagnose import diagnose_job  # noqa: F401 (the job POST /v1/diagnose runs)
+from precdx.service.settings import Settings
+from precdx.service.store import SessionStore
 
 log = logging.getLogger("precdx.service")
 
@@ -54,7 +54,7 @@ def _error(status: int, code: str, detail: str, headers: dict | None = None) -> 
 
 # ---------------------------------------------------------------- app
 def create_app(settings: Settings | None = None) -> FastAPI:
-    from engine.matching import ENGINES
+    from precdx.matching import ENGINES
 
     settings = settings or Settings.from_env()
     if settings.engine not in ENGINES:
@@ -227,7 +227,7 @@ def serve(host: str = "127.0.0.1", port: int = 8787, workers: int = 2, db_url: s
         return
     from uvicorn.supervisors import Multiprocess
 
-    config = _TcpConfig("engine.service.app:app_from_env", factory=True, host=host, port=port, workers=workers,
+    config = _TcpConfig("precdx.service.app:app_from_env", factory=True, host=host, port=port, workers=workers,
                         log_level="info", log_config=logging_config)
     Multiprocess(config, sockets=[config.bind_socket()]).run()
 

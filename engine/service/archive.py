@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Iterator
 
-from engine.service.errors import ServiceError
+from precdx.service.errors import ServiceError
 
 CHUNK = 64 * 1024
 MAX_DEPTH = 32

@@ -3,7 +3,7 @@ Every error body is `{"error": code, "detail": text}`; each condition has exactl
 the README's service section lists them all (a test keeps the two in step)."""
 from __future__ import annotations
 
-from engine.errors import PrecdxError
+from precdx.errors import PrecdxError
 
 
 class ServiceError(PrecdxError):

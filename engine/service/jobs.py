@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from engine.service.errors import ServiceError
+from precdx.service.errors import ServiceError
 
 log = logging.getLogger("precdx.service")
 

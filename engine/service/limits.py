@@ -30,7 +30,7 @@ from array import array
 from collections import OrderedDict
 from itertools import accumulate
 
-from engine.service.errors import ServiceError
+from precdx.service.errors import ServiceError
 
 log = logging.getLogger("precdx.service")
 

@@ -1,6 +1,6 @@
-"""Request and response bodies of the HTTP API (the diagnosis itself is `engine.diagnosis.Diagnosis`).
+"""Request and response bodies of the HTTP API (the diagnosis itself is `precdx.diagnosis.Diagnosis`).
 
-Facts are validated by the fact vocabulary (engine.facts.parse_fact, with its messages); their
+Facts are validated by the fact vocabulary (precdx.facts.parse_fact, with its messages); their
 JSON Schema here is the discriminated union of the typed fact models (`TypedFact`, one per
 fact type, keyed by `type`), so /openapi.json shows every fact type's fields."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
-from engine.diagnosis import Diagnosis
-from engine.planner.nextbest import Suggestion
-from engine.vocabulary import Lang
+from precdx.diagnosis import Diagnosis
+from precdx.planner.nextbest import Suggestion
+from precdx.vocabulary import Lang
 
 # json: the diagnosis (or session state) object; markdown / text: a chat message; slack: a Slack
 # message payload; lark: a Feishu / Lark post payload; html: the full report page
@@ -75,7 +75,7 @@ def _extensions_for(renamed: dict[str, str]):
 def _typed_fact_models() -> list[type[BaseModel]]:
     """One model per registered fact type: the vocabulary's own model with `type` fixed to its
     name, so the union below is discriminated by `type`."""
-    from engine.facts import REGISTRY
+    from precdx.facts import REGISTRY
 
     models = []
     for name in sorted(REGISTRY):

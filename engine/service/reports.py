@@ -11,7 +11,7 @@ import secrets
 import time
 import zlib
 
-from engine.service.store import SessionStore
+from precdx.service.store import SessionStore
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS precdx_reports (

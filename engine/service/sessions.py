@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Iterable
 
-from engine.diagnosis import Diagnosis, diagnose
-from engine.facts import Fact, FactSet, parse_fact
-from engine.planner.answers import answer_to_fact
-from engine.planner.nextbest import dominant, plan
-from engine.service.errors import ServiceError
-from engine.service.models import Answer, NextOut, SessionState, UploadOut
-from engine.service.settings import Settings
-from engine.service.store import Session
+from precdx.diagnosis import Diagnosis, diagnose
+from precdx.facts import Fact, FactSet, parse_fact
+from precdx.planner.answers import answer_to_fact
+from precdx.planner.nextbest import dominant, plan
+from precdx.service.errors import ServiceError
+from precdx.service.models import Answer, NextOut, SessionState, UploadOut
+from precdx.service.settings import Settings
+from precdx.service.store import Session
 
 if TYPE_CHECKING:
-    from engine.render.chat import Reply
+    from precdx.render.chat import Reply
 
 SUGGESTIONS = 5
 ECHO_FIELD_CHARS = 200   # fields of an omitted fact kept in its stub
@@ -159,8 +159,8 @@ def session_next(session: Session, settings: Settings) -> NextOut:
 def state_reply(state: SessionState, fmt: str) -> Reply:
     """The session for a chat message: the diagnosis (ranking, splitting step), then what the
     upload of this turn gave, what to ask or do next, and the session's id."""
-    from engine.render.chat import BULLET, Part, bold, code, diagnosis_reply, italic, plain
-    from engine.render.text import text_reply
+    from precdx.render.chat import BULLET, Part, bold, code, diagnosis_reply, italic, plain
+    from precdx.render.text import text_reply
 
     zh = state.lang == "zh"
     reply = text_reply(state.diagnosis) if fmt == "text" else diagnosis_reply(state.diagnosis)

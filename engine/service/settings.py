@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field, fields
 
-from engine.errors import PrecdxError
+from precdx.errors import PrecdxError
 
 KiB = 1024
 MiB = 1024 * KiB

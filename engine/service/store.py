@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from engine.errors import PrecdxError
-from engine.service.errors import ServiceError
+from precdx.errors import PrecdxError
+from precdx.service.errors import ServiceError
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS precdx_sessions (

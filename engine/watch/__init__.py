@@ -20,18 +20,18 @@ from __future__ import annotations
 from typing import Any
 
 _LAZY = {
-    "Watcher": "engine.watch.watcher",
-    "watch": "engine.watch.watcher",
-    "load_status": "engine.watch.watcher",
-    "Tolerances": "engine.watch.checks",
-    "Checker": "engine.watch.checks",
-    "Breach": "engine.watch.checks",
-    "Point": "engine.watch.checks",
-    "HFWatchCallback": "engine.watch.hf",
-    "LightningWatchCallback": "engine.watch.lightning",
-    "megatron_hook": "engine.watch.megatron",
-    "replay": "engine.watch.replayer",
-    "ModelInputs": "engine.watch.capture",
+    "Watcher": "precdx.watch.watcher",
+    "watch": "precdx.watch.watcher",
+    "load_status": "precdx.watch.watcher",
+    "Tolerances": "precdx.watch.checks",
+    "Checker": "precdx.watch.checks",
+    "Breach": "precdx.watch.checks",
+    "Point": "precdx.watch.checks",
+    "HFWatchCallback": "precdx.watch.hf",
+    "LightningWatchCallback": "precdx.watch.lightning",
+    "megatron_hook": "precdx.watch.megatron",
+    "replay": "precdx.watch.replayer",
+    "ModelInputs": "precdx.watch.capture",
 }
 
 __all__ = sorted(_LAZY)
@@ -40,6 +40,6 @@ __all__ = sorted(_LAZY)
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'engine.watch' has no attribute {name!r}")
+        raise AttributeError(f"module 'precdx.watch' has no attribute {name!r}")
     import importlib
     return getattr(importlib.import_module(module), name)

@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 import torch
 
-from engine.errors import PrecdxError
-from engine.probe.recorder import Probe
+from precdx.errors import PrecdxError
+from precdx.probe.recorder import Probe
 
 MODEL_INPUTS = "__precdx_model_inputs__"
 

@@ -7,7 +7,7 @@ Checks the values the Trainer logs (``logging_steps``: loss averaged over the lo
 grad norm, learning rate) against the reference's logged values at the same global step, so
 it adds no device synchronisation of its own. The TrainingArguments become the watched run's
 ``training_config.json``. Replay: the saved batch is the keyword inputs of ``model(**inputs)``;
-``--step-fn engine.watch.hf:trainer_step`` repeats the Trainer's default ``training_step`` on one
+``--step-fn precdx.watch.hf:trainer_step`` repeats the Trainer's default ``training_step`` on one
 process (the same calls between forward and backward), and ``--model-fn`` should build the model as the Trainer runs it (it sets ``model.config.use_cache``
 from ``TrainingArguments.use_cache``, False by default, which changes the mask code path).
 """
@@ -18,8 +18,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from engine.watch.capture import ModelInputs
-from engine.watch.watcher import Watcher
+from precdx.watch.capture import ModelInputs
+from precdx.watch.watcher import Watcher
 
 
 def trainer_step(model: Any, optimizer: Any, batch: Any) -> Any:
@@ -35,7 +35,7 @@ def trainer_step(model: Any, optimizer: Any, batch: Any) -> Any:
 
 
 class HFWatchCallback(TrainerCallback):
-    """Keyword arguments are those of ``engine.watch.Watcher`` (baseline, rerun_of, out,
+    """Keyword arguments are those of ``precdx.watch.Watcher`` (baseline, rerun_of, out,
     on_breach, capture_steps, tolerances, ...)."""
 
     def __init__(self, baseline: Any = None, **watch_kwargs: Any) -> None:
@@ -48,7 +48,7 @@ class HFWatchCallback(TrainerCallback):
         kw.setdefault("total_steps", state.max_steps or None)
         kw.setdefault("framework", "hf_trainer")
         kw.setdefault("step_fn", trainer_step)
-        kw.setdefault("replay_hint", {"step_fn": "engine.watch.hf:trainer_step"})
+        kw.setdefault("replay_hint", {"step_fn": "precdx.watch.hf:trainer_step"})
         self.watcher = Watcher(model, optimizer, **kw)
         return control
 

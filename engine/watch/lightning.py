@@ -16,7 +16,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 
-from engine.watch.watcher import Watcher
+from precdx.watch.watcher import Watcher
 
 
 def lightning_step(model: Any, optimizer: Any, batch: Any) -> Any:
@@ -29,7 +29,7 @@ def lightning_step(model: Any, optimizer: Any, batch: Any) -> Any:
 
 
 class LightningWatchCallback(pl.Callback):
-    """Keyword arguments are those of ``engine.watch.Watcher``."""
+    """Keyword arguments are those of ``precdx.watch.Watcher``."""
 
     def __init__(self, baseline: Any = None, *, grad_norm_key: str = "grad_norm", **watch_kwargs: Any) -> None:
         super().__init__()
@@ -44,7 +44,7 @@ class LightningWatchCallback(pl.Callback):
         kw.setdefault("total_steps", trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else None)
         kw.setdefault("framework", "lightning")
         kw.setdefault("step_fn", lightning_step)
-        kw.setdefault("replay_hint", {"step_fn": "engine.watch.lightning:lightning_step"})
+        kw.setdefault("replay_hint", {"step_fn": "precdx.watch.lightning:lightning_step"})
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
         self.watcher = Watcher(pl_module, optimizer, **kw)
         self._last = trainer.global_step

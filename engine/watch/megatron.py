@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.watch.watcher import Watcher
+from precdx.watch.watcher import Watcher
 
 
 def megatron_hook(model: Any = None, optimizer: Any = None, *, baseline: Any = None,

@@ -8,9 +8,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.collectors.base import Case, RunDir
-from engine.errors import PrecdxError, Warnings
-from engine.watch.checks import Reference, RefPoint, Tolerances
+from precdx.collectors.base import Case, RunDir
+from precdx.errors import PrecdxError, Warnings
+from precdx.watch.checks import Reference, RefPoint, Tolerances
 
 COPY_LIMIT = 2 * 1024 ** 3  # discovery does not read larger files either
 
@@ -26,8 +26,8 @@ class LoadedReference:
 
 
 def _run_of(path: Path, warnings: Warnings) -> RunDir:
-    from engine import discovery
-    from engine.collectors.logs.runs import sniff_file
+    from precdx import discovery
+    from precdx.collectors.logs.runs import sniff_file
 
     if not path.exists():
         raise PrecdxError("reference run does not exist", path=str(path))
@@ -54,7 +54,7 @@ def _run_of(path: Path, warnings: Warnings) -> RunDir:
 def load_reference(path: str | Path, name: str = "baseline", *, exact: bool = False,
                    tol: Tolerances | None = None) -> LoadedReference:
     """The step series of ``path`` as a ``Reference``; PrecdxError when no log parses."""
-    from engine.collectors.logs.runs import load_run_series
+    from precdx.collectors.logs.runs import load_run_series
 
     warnings = Warnings()
     p = Path(path)

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.errors import PrecdxError
+from precdx.errors import PrecdxError
 
 FUNCTION_REF = "module:function"
 
@@ -102,9 +102,9 @@ def replay(case_dir: str | Path, step: int | None = None, *, model_fn: Any, step
     returns the dump folder written (``<side>/msprobe_dump/step{N-1}/rank{R}``)."""
     import torch
 
-    from engine.watch.capture import (StepRecorder, default_step, from_saved, load_saved, set_rng_state,
+    from precdx.watch.capture import (StepRecorder, default_step, from_saved, load_saved, set_rng_state,
                                       write_json)
-    from engine.watch.watcher import load_status
+    from precdx.watch.watcher import load_status
 
     case = Path(case_dir)
     status = load_status(case)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from engine.watch.checks import Point
+from precdx.watch.checks import Point
 
 DIGITS = 9  # enough to tell two float32 values apart
 

@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from engine.errors import PrecdxError
-from engine.watch.checks import Breach, Checker, Point, Tolerances
-from engine.watch.runlog import RunLog
+from precdx.errors import PrecdxError
+from precdx.watch.checks import Breach, Checker, Point, Tolerances
+from precdx.watch.runlog import RunLog
 
 WATCH_FILE = "watch.json"
 ACTIONS = ("continue", "stop")
@@ -87,7 +87,7 @@ class Watcher:
                  rank: int | None = None, log_interval: int | None = None, total_steps: int | None = None,
                  save_state: bool = True, state_limit_bytes: int = 1 << 30, framework: str = "torch",
                  replay_hint: Mapping[str, str] | None = None, quiet: bool = False) -> None:
-        from engine.watch.reference import load_reference
+        from precdx.watch.reference import load_reference
 
         if on_breach not in ACTIONS:
             raise PrecdxError(f"on_breach must be one of {', '.join(ACTIONS)}, not {on_breach!r}")
@@ -260,7 +260,7 @@ class Watcher:
         self._write_status()
 
     def _arm(self) -> None:
-        from engine.watch.capture import StepRecorder
+        from precdx.watch.capture import StepRecorder
         nxt = self.iteration + 1
         self._recorder = StepRecorder(self.model, self.run_dir / "msprobe_dump", nxt - 1,
                                       summary_mode=self.summary_mode, level=self.level, rank=self.rank).install()
@@ -271,7 +271,7 @@ class Watcher:
 
     def _save_state(self, iteration: int, rng: dict[str, Any], batch: Any) -> dict[str, Any]:
         import torch
-        from engine.watch.capture import determinism_state, snapshot, state_bytes, to_cpu, write_json
+        from precdx.watch.capture import determinism_state, snapshot, state_bytes, to_cpu, write_json
         d = self._state_dir(iteration)
         d.mkdir(parents=True, exist_ok=True)
         info: dict[str, Any] = {"state": d.relative_to(self.out).as_posix()}
@@ -297,7 +297,7 @@ class Watcher:
         return info
 
     def _step_batch(self) -> Any:
-        from engine.watch.capture import ModelInputs
+        from precdx.watch.capture import ModelInputs
         if self._has_batch:
             return self._batch
         if self._inputs is not None:
@@ -305,7 +305,7 @@ class Watcher:
         return None
 
     def _start_capture(self) -> None:
-        from engine.watch.capture import rng_state
+        from precdx.watch.capture import rng_state
         it = self._recorder_iter
         info = self._save_state(it, rng_state(), self._step_batch())
         self._pending = {"iteration": it, "dump_step": it - 1, "kind": "live", **info}
@@ -333,8 +333,8 @@ class Watcher:
         (and locate its first NaN). Only when the weights are still finite (the update was
         skipped or is still to come)."""
         import torch
-        from engine.probe.nan_locator import locate_first_nan
-        from engine.watch.capture import (NoUpdate, StepRecorder, default_step, nonfinite_entries, rng_state,
+        from precdx.probe.nan_locator import locate_first_nan
+        from precdx.watch.capture import (NoUpdate, StepRecorder, default_step, nonfinite_entries, rng_state,
                                           set_rng_state)
         if self.model is None or not self._step_open:
             self.notes.append("non-finite step not re-run: no forward of the model was seen in that step")
@@ -409,8 +409,8 @@ class Watcher:
 
     # ----- case folder ---------------------------------------------------------------
     def _write_case(self) -> None:
-        from engine.watch.capture import env_listing, pip_listing, write_json
-        from engine.watch.reference import copy_run
+        from precdx.watch.capture import env_listing, pip_listing, write_json
+        from precdx.watch.reference import copy_run
         for lr in self.loaded:
             folder = "baseline" if lr.reference.name == "baseline" else "target"
             self._copied = getattr(self, "_copied", {})
@@ -448,7 +448,7 @@ class Watcher:
         return out
 
     def _write_probe_config(self) -> None:
-        from engine.watch.capture import write_json
+        from precdx.watch.capture import write_json
         steps = sorted({c["dump_step"] for c in self.captured})
         write_json(self.run_dir / "msprobe_config.json", {
             "task": "statistics", "dump_path": "./msprobe_dump", "rank": [], "step": steps, "level": self.level,
@@ -482,7 +482,7 @@ class Watcher:
         }
 
     def _write_status(self) -> None:
-        from engine.watch.capture import write_json
+        from precdx.watch.capture import write_json
         write_json(self.out / WATCH_FILE, self.status())
 
     def _say(self, text: str) -> None:

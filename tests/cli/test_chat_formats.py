@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
+from precdx.cli import main
 from tests.service.test_chat import LARK_POST_SCHEMA
 
 CASE = Path(__file__).resolve().parents[2].parent / "shared" / "scenarios" / "case-05"

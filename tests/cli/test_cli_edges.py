@@ -13,7 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from engine.cli import main
+from precdx.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -173,7 +173,7 @@ def test_format_equals_json_spelling_also_gives_json(tmp_path):
 
 # ------------------------------------------------------------------ demo --list, explain
 def test_demo_list_is_a_table_not_python_reprs():
-    from engine.demo.catalogue import FAULTS
+    from precdx.demo.catalogue import FAULTS
 
     res = run("demo", "--list")
     assert res.exit_code == 0

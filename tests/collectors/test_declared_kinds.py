@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors import all_collectors, artefact_kinds, reads_of
-from engine.discovery import _named_like, discover_folder, discover_runs
-from engine.errors import Warnings
+from precdx.collectors import all_collectors, artefact_kinds, reads_of
+from precdx.discovery import _named_like, discover_folder, discover_runs
+from precdx.errors import Warnings
 
 # kinds discovery names itself (files no collector reads but `precdx inspect` should show)
 DISCOVERY_OWN = {"msprobe.config"}

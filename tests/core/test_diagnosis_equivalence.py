@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-import engine.diagnosis as diagnosis_mod
-from engine.diagnosis import diagnose, load_pack
-from engine.errors import Warnings
-from engine.facts import FactSet
-from engine.matching.python_engine import near_misses, near_misses_reference
+import precdx.diagnosis as diagnosis_mod
+from precdx.diagnosis import diagnose, load_pack
+from precdx.errors import Warnings
+from precdx.facts import FactSet
+from precdx.matching.python_engine import near_misses, near_misses_reference
 
 _SPEC = importlib.util.spec_from_file_location(
     "synthfacts", Path(__file__).resolve().parents[2] / "bench" / "synthfacts.py")
@@ -37,7 +37,7 @@ def _both(monkeypatch, facts: FactSet, **kw) -> tuple[str, str]:
 
 @pytest.mark.slow
 def test_scenarios_diagnose_identically(shared_dir, monkeypatch):
-    from engine.pipeline import collect, discover
+    from precdx.pipeline import collect, discover
 
     cases = sorted(p for p in (shared_dir / "scenarios").iterdir() if (p / "expected.yaml").is_file())
     assert cases

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine import differential as dx
-from engine.diagnosis import diagnose
-from engine.errors import Warnings
-from engine.facts import FactSet, parse_fact
-from engine.kb import Presentation, load_kb
+from precdx import differential as dx
+from precdx.diagnosis import diagnose
+from precdx.errors import Warnings
+from precdx.facts import FactSet, parse_fact
+from precdx.kb import Presentation, load_kb
 
 
 def _facts(*items: dict) -> FactSet:
@@ -164,7 +164,7 @@ def test_no_question_marks_in_texts_and_booleans_shown():
 
 
 def test_missing_field_drops_its_clause():
-    from engine.diagnosis import render_template
+    from precdx.diagnosis import render_template
     fact = parse_fact({"type": "log_event", "run": "target", "role": "target", "kind": "nan_in_grad", "count": 2})
     out = render_template("The NaN check fired ({e.count} lines, first at step {e.step}); stop.", {"e": fact})
     assert "?" not in out and "step" not in out and out.endswith("stop.")
@@ -214,7 +214,7 @@ def test_declared_library_version_points_at_its_changelog():
 
 def test_changed_option_through_the_cli(tmp_path):
     from click.testing import CliRunner
-    from engine.cli import main
+    from precdx.cli import main
 
     facts = tmp_path / "f.json"
     facts.write_text(json.dumps([*RUNS, ZERO, DRIFT]))
@@ -226,7 +226,7 @@ def test_changed_option_through_the_cli(tmp_path):
 
 
 def test_case_yaml_declares_changes(tmp_path):
-    from engine.api import _declare_changes
+    from precdx.api import _declare_changes
     (tmp_path / "case.yaml").write_text("changed: [context-parallel-size]\n")
     facts = FactSet()
     _declare_changes(facts, str(tmp_path), (), Warnings())

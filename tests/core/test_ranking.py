@@ -1,7 +1,7 @@
 """The scoring function on its own: bounds, monotonicity, contradiction, deterministic ties."""
 import math
 
-from engine.ranking import firing_weight, noisy_or, rank, specificity, strength
+from precdx.ranking import firing_weight, noisy_or, rank, specificity, strength
 
 
 def test_specificity_grows_with_conditions_and_stays_below_one():

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import cli
-from engine.yamlsafe import load_yaml_file
+from precdx.yamlsafe import load_yaml_file
 from tests.corpus import healthy
 
 HERE = Path(__file__).resolve().parent

@@ -9,8 +9,8 @@ import yaml
 
 pytest.importorskip("torch")
 
-from engine.demo import DEFAULT_FAULT, FAULTS, run_demo  # noqa: E402
-from engine.errors import PrecdxError  # noqa: E402
+from precdx.demo import DEFAULT_FAULT, FAULTS, run_demo  # noqa: E402
+from precdx.errors import PrecdxError  # noqa: E402
 
 pytestmark = pytest.mark.slow  # trains, dumps or fuzzes: outside the fast lane (pytest -m 'not slow')
 

@@ -3,10 +3,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from engine import demo  # noqa: E402
-from engine.diagnosis import diagnose  # noqa: E402
-from engine.errors import Warnings  # noqa: E402
-from engine.pipeline import collect, discover  # noqa: E402
+from precdx import demo  # noqa: E402
+from precdx.diagnosis import diagnose  # noqa: E402
+from precdx.errors import Warnings  # noqa: E402
+from precdx.pipeline import collect, discover  # noqa: E402
 
 pytestmark = pytest.mark.slow  # trains, dumps or fuzzes: outside the fast lane (pytest -m 'not slow')
 

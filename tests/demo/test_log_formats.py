@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.collectors.logs.model import Event, Record
-from engine.collectors.logs.reader import parse_lines
-from engine.demo import artefacts
-from engine.demo.catalogue import LOG_FORMATS
+from precdx.collectors.logs.model import Event, Record
+from precdx.collectors.logs.reader import parse_lines
+from precdx.demo import artefacts
+from precdx.demo.catalogue import LOG_FORMATS
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 REAL = SHARED / "real-logs"

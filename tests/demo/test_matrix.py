@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.demo.catalogue import FAULTS, LOG_FORMATS, sample_params
-from engine.kb import load_kb
+from precdx.demo.catalogue import FAULTS, LOG_FORMATS, sample_params
+from precdx.kb import load_kb
 
 _SPEC = importlib.util.spec_from_file_location(
     "evalmatrix", Path(__file__).resolve().parents[2] / "bench" / "evalmatrix.py")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import PrecdxError, Warnings
-from engine.facts import REGISTRY, parse_fact
-from engine.facts.casedefaults import CASE_DEFAULTS, defaults_of, fill, fillable, same, strip
+from precdx.errors import PrecdxError, Warnings
+from precdx.facts import REGISTRY, parse_fact
+from precdx.facts.casedefaults import CASE_DEFAULTS, defaults_of, fill, fillable, same, strip
 
 
 def _key(value):
@@ -29,7 +29,7 @@ def _unseen(seen) -> list[tuple[str, str, object]]:
 def emitted(shared_dir) -> dict[tuple[str, str], set[str]]:
     """(fact type, field) -> the values the collectors wrote, over the shared scenarios and the
     msprobe samples, until every case default has been seen (collection only, no diagnosis)."""
-    from engine.api import gather
+    from precdx.api import gather
 
     seen: dict[tuple[str, str], set[str]] = defaultdict(set)
     folders = [("case", p) for p in sorted((shared_dir / "scenarios").glob("case-*"))]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import PrecdxError
-from engine.facts import load_fact_files, parse_fact
+from precdx.errors import PrecdxError
+from precdx.facts import load_fact_files, parse_fact
 
 LC = {"type": "loss_compare", "run": "target", "role": "target", "against": "baseline"}
 

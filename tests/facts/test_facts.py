@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from engine.errors import PrecdxError
-from engine.facts import REGISTRY, FactSet, load_fact_files, match_dict, parse_fact
+from precdx.errors import PrecdxError
+from precdx.facts import REGISTRY, FactSet, load_fact_files, match_dict, parse_fact
 
 
 def test_unknown_fact_type_suggests_a_near_name():

@@ -8,8 +8,8 @@ import warnings
 
 import pytest
 
-from engine.errors import PrecdxError
-from engine.facts import REGISTRY, load_fact_files, parse_fact
+from precdx.errors import PrecdxError
+from precdx.facts import REGISTRY, load_fact_files, parse_fact
 
 OLD = [
     {"type": "config_diff", "pair": "target~baseline", "role": "target", "ref_role": "baseline", "name": "lr",
@@ -67,7 +67,7 @@ def test_giving_both_names_of_one_field_is_an_error():
 def test_cli_diagnoses_old_and_new_names_alike(tmp_path):
     from click.testing import CliRunner
 
-    from engine.cli import main
+    from precdx.cli import main
 
     outs = []
     for name, facts in (("old", OLD), ("new", NEW)):
@@ -85,8 +85,8 @@ def test_http_input_accepts_old_and_new_names_alike(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from fastapi.testclient import TestClient
-    from engine.service.app import create_app
-    from engine.service.settings import Settings
+    from precdx.service.app import create_app
+    from precdx.service.settings import Settings
 
     settings = Settings(db_url=f"sqlite:///{tmp_path / 's.sqlite3'}", request_timeout=60.0)
     with TestClient(create_app(settings)) as client:
@@ -101,7 +101,7 @@ def test_http_input_accepts_old_and_new_names_alike(tmp_path):
 
 
 def test_the_vocabulary_lists_former_names():
-    from engine.facts.describe import vocabulary_json, vocabulary_text
+    from precdx.facts.describe import vocabulary_json, vocabulary_text
 
     vocab = vocabulary_json()
     assert vocab["config_diff"]["fields"]["against_role"]["former_names"] == ["ref_role"]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import PrecdxError
-from engine.facts import REGISTRY, make
-from engine.facts.checklist import ConfigDiff
+from precdx.errors import PrecdxError
+from precdx.facts import REGISTRY, make
+from precdx.facts.checklist import ConfigDiff
 
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
 BY_CLASS = {spec.model.__name__: name for name, spec in REGISTRY.items()}

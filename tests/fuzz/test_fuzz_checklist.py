@@ -11,16 +11,16 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.collectors import all_collectors
-from engine.collectors.base import Case, RunDir
-from engine.collectors.checklist import COLLECTOR
-from engine.collectors.checklist.configfiles import ConfigFileError, flatten, load
-from engine.collectors.checklist.envlisting import read_env_listing
-from engine.collectors.checklist.evals import read_metrics
-from engine.collectors.checklist.libraries import read_listing
-from engine.collectors.checklist.shell import expand_word, read_script
-from engine.discovery import _read_hosts
-from engine.errors import Warnings
+from precdx.collectors import all_collectors
+from precdx.collectors.base import Case, RunDir
+from precdx.collectors.checklist import COLLECTOR
+from precdx.collectors.checklist.configfiles import ConfigFileError, flatten, load
+from precdx.collectors.checklist.envlisting import read_env_listing
+from precdx.collectors.checklist.evals import read_metrics
+from precdx.collectors.checklist.libraries import read_listing
+from precdx.collectors.checklist.shell import expand_word, read_script
+from precdx.discovery import _read_hosts
+from precdx.errors import Warnings
 
 from .strategies import bounded, dumps, json_values, junk_text, numbers_as_text, shell_text
 

@@ -14,15 +14,15 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.diagnosis import diagnose
-from engine.errors import PrecdxError
-from engine.facts import REGISTRY, FactSet, load_fact_files
-from engine.facts.base import match_dict
-from engine.modes import mode_catalog
-from engine.render import render
-from engine.rulepack.compiler import compile_rules
-from engine.rulepack.loader import load_rule_file, rule_files
-from engine.yamlsafe import load_yaml_file, load_yaml_text
+from precdx.diagnosis import diagnose
+from precdx.errors import PrecdxError
+from precdx.facts import REGISTRY, FactSet, load_fact_files
+from precdx.facts.base import match_dict
+from precdx.modes import mode_catalog
+from precdx.render import render
+from precdx.rulepack.compiler import compile_rules
+from precdx.rulepack.loader import load_rule_file, rule_files
+from precdx.yamlsafe import load_yaml_file, load_yaml_text
 
 from .strategies import bounded, dumps, json_values, junk_text, numbers_as_text
 

@@ -11,16 +11,16 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.collectors.base import Case, RunDir
-from engine.collectors.logs import COLLECTOR
-from engine.collectors.logs.formats import builtin_parsers
-from engine.collectors.logs.formats.declared import DeclaredParser, load_declared_formats
-from engine.collectors.logs.formats.hf import read_trainer_state
-from engine.collectors.logs.model import Record, parse_int, parse_num
-from engine.collectors.logs.reader import ReadStats, iter_log, parse_lines
-from engine.collectors.logs.runs import sniff_file
-from engine.collectors.logs.series import SeriesBuilder
-from engine.errors import PrecdxError, Warnings
+from precdx.collectors.base import Case, RunDir
+from precdx.collectors.logs import COLLECTOR
+from precdx.collectors.logs.formats import builtin_parsers
+from precdx.collectors.logs.formats.declared import DeclaredParser, load_declared_formats
+from precdx.collectors.logs.formats.hf import read_trainer_state
+from precdx.collectors.logs.model import Record, parse_int, parse_num
+from precdx.collectors.logs.reader import ReadStats, iter_log, parse_lines
+from precdx.collectors.logs.runs import sniff_file
+from precdx.collectors.logs.series import SeriesBuilder
+from precdx.errors import PrecdxError, Warnings
 
 from .strategies import bounded, dumps, json_values, junk_text, log_lines, numbers_as_text
 

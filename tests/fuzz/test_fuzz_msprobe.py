@@ -13,10 +13,10 @@ from pathlib import Path
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from engine.collectors.msprobe.compare_result import read_compare_result
-from engine.collectors.msprobe.monitor import read_monitor_csv
-from engine.collectors.msprobe.tasks import DumpTask, run_task
-from engine.errors import PrecdxError, Warnings
+from precdx.collectors.msprobe.compare_result import read_compare_result
+from precdx.collectors.msprobe.monitor import read_monitor_csv
+from precdx.collectors.msprobe.tasks import DumpTask, run_task
+from precdx.errors import PrecdxError, Warnings
 from tests.corpus import healthy
 
 from .strategies import bounded, dumps, json_values, junk_text, numbers_as_text

@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.diagnosis import diagnose
-from engine.facts import FactSet, parse_fact
+from precdx.diagnosis import diagnose
+from precdx.facts import FactSet, parse_fact
 
 CASES = Path(__file__).resolve().parent / "cases"
 KEYS = {"top", "top_in", "verdict", "symptoms", "next_step", "not_top", "absent", "present", "no_unknown"}

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from engine.cli import main as cli_main
+from precdx.cli import main as cli_main
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

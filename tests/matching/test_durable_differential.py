@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from engine.matching.base import Firing
-from engine.matching.durable_engine import DurableMatcher
-from engine.matching.python_engine import PythonMatcher
+from precdx.matching.base import Firing
+from precdx.matching.durable_engine import DurableMatcher
+from precdx.matching.python_engine import PythonMatcher
 from tests.matching.vocab import facts, make_pack
 
 CASES = 240

@@ -7,13 +7,13 @@ import dataclasses
 
 import pytest
 
-import engine.matching.durable_engine as durable_engine
-from engine.errors import PrecdxError
-from engine.facts.base import F, Fact, Num
-from engine.matching.durable_engine import DurableMatcher
-from engine.matching.python_engine import PythonMatcher
-from engine.rulepack.compiler import Alternative, PatternIR
-from engine.rulepack.compiler import Test as IRTest
+import precdx.matching.durable_engine as durable_engine
+from precdx.errors import PrecdxError
+from precdx.facts.base import F, Fact, Num
+from precdx.matching.durable_engine import DurableMatcher
+from precdx.matching.python_engine import PythonMatcher
+from precdx.rulepack.compiler import Alternative, PatternIR
+from precdx.rulepack.compiler import Test as IRTest
 from tests.matching.vocab import facts, make_pack, register_types, unregister_types
 
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from engine.matching.durable_engine import DurableMatcher
-from engine.matching.python_engine import PythonMatcher
+from precdx.matching.durable_engine import DurableMatcher
+from precdx.matching.python_engine import PythonMatcher
 from tests.matching.vocab import facts, make_pack
 
 

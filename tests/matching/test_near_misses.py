@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from engine.matching.python_engine import PythonMatcher, near_misses, near_misses_reference
+from precdx.matching.python_engine import PythonMatcher, near_misses, near_misses_reference
 from tests.matching.test_durable_differential import _generate, random_fact
 from tests.matching.vocab import facts, make_pack
 

@@ -1,10 +1,10 @@
 """Reference semantics of the Python matcher."""
 import textwrap
 
-from engine.facts import parse_fact
-from engine.matching.python_engine import PythonMatcher, near_misses
-from engine.rulepack.compiler import compile_rules
-from engine.rulepack.loader import load_rules
+from precdx.facts import parse_fact
+from precdx.matching.python_engine import PythonMatcher, near_misses
+from precdx.rulepack.compiler import compile_rules
+from precdx.rulepack.loader import load_rules
 
 
 def _pack(tmp_path, when: str):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from engine.facts.base import REGISTRY, Bool, F, Fact, Int, Num, fact_type, parse_fact
-from engine.rulepack.compiler import CompiledPack, compile_rules
-from engine.rulepack.loader import LoadedRule, parse_rule
+from precdx.facts.base import REGISTRY, Bool, F, Fact, Int, Num, fact_type, parse_fact
+from precdx.rulepack.compiler import CompiledPack, compile_rules
+from precdx.rulepack.loader import LoadedRule, parse_rule
 
 
 class TdxAlpha(Fact):

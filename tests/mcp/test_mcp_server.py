@@ -101,7 +101,7 @@ def test_mcp_server_end_to_end_over_stdio(tmp_path):
 def test_mcp_diagnose_facts_matches_the_cli(tmp_path):
     from click.testing import CliRunner
 
-    from engine.cli import main
+    from precdx.cli import main
 
     case = tmp_path / "case"
     write(case / "baseline" / "train.log", megatron_log())

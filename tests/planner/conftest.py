@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.facts import parse_fact
+from precdx.facts import parse_fact
 
 PACK = Path(__file__).with_name("consult_pack.yaml")
 

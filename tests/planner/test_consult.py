@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from engine.planner.consult import consult
+from precdx.planner.consult import consult
 from tests.planner.conftest import CASES, PACK, RUNS, facts_of
 
 

@@ -7,13 +7,13 @@ import textwrap
 
 import pytest
 
-from engine.diagnosis import Diagnosis, Hypothesis, RuleRef, diagnose
-from engine.facts import FactSet
-from engine.facts.core import OBSERVATIONS
-from engine.planner import answer_to_fact, dominant, parse_answer, plan
-from engine.planner.costs import COST_WEIGHT, OBSERVATION_COST, fact_cost
-from engine.planner.nextbest import _number_points, belief, entropy
-from engine.errors import PrecdxError
+from precdx.diagnosis import Diagnosis, Hypothesis, RuleRef, diagnose
+from precdx.facts import FactSet
+from precdx.facts.core import OBSERVATIONS
+from precdx.planner import answer_to_fact, dominant, parse_answer, plan
+from precdx.planner.costs import COST_WEIGHT, OBSERVATION_COST, fact_cost
+from precdx.planner.nextbest import _number_points, belief, entropy
+from precdx.errors import PrecdxError
 from tests.planner.conftest import RUNS, facts_of, obs
 
 
@@ -31,8 +31,8 @@ def test_cost_classes_are_ordered_and_every_catalogue_question_has_a_cost():
     assert set(OBSERVATION_COST) == set(OBSERVATIONS), "give each catalogue question a cost in engine/planner/costs.py"
     assert fact_cost(("msprobe",)) == "dump" and fact_cost(("checklist", "msprobe")) == "read"
     assert fact_cost(("logs",), "rerun_compare") == "rerun"  # reading the log needs the rerun first
-    from engine.facts import REGISTRY
-    from engine.planner.costs import FACT_COST
+    from precdx.facts import REGISTRY
+    from precdx.planner.costs import FACT_COST
     assert set(FACT_COST) <= set(REGISTRY), "FACT_COST names a fact type that does not exist"
 
 
@@ -173,7 +173,7 @@ def test_number_questions_get_one_answer_per_threshold_interval(tmp_path):
             title: {en: "t"}
             explanation: {en: "e"}
         """)
-    from engine.diagnosis import load_pack
+    from precdx.diagnosis import load_pack
 
     points = _number_points(load_pack(pack_path), "lr_zero_aligns")
     assert points[0] < 10 and any(10 < p < 100 for p in points) and points[-1] > 100

@@ -35,7 +35,7 @@ DRIVER = textwrap.dedent("""
         dbg = PrecisionDebugger(config_path=out + ".json")
         dbg.start(model); step(); dbg.stop(); dbg.step()
     else:
-        from engine.probe import Probe
+        from precdx.probe import Probe
         probe = Probe(model, out, rank=None)
         with probe.capture():
             step()

@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from engine.errors import PrecdxError  # noqa: E402
-from engine.probe import Probe  # noqa: E402
+from precdx.errors import PrecdxError  # noqa: E402
+from precdx.probe import Probe  # noqa: E402
 from tests.probe.tiny_models import TinyLM, make_step  # noqa: E402
 
 NAME = re.compile(r"^(?:(Functional|Torch|Tensor)\.[\w]+\.\d+\.(forward|backward)"
@@ -80,7 +80,7 @@ def test_entry_bodies_match_sample_shapes(tmp_path, shared_dir):
 
 
 def test_stats_equal_msprobe_for_a_real_sample_tensor(shared_dir):
-    from engine.probe.summary import tensor_summary
+    from precdx.probe.summary import tensor_summary
     base = shared_dir / "msprobe-samples/04_dump_L1_tensor/dump_path/step0/rank0"
     dump = _load(base / "dump.json")["data"]["Functional.softmax.0.forward"]
     for role, leaf in (("input.0", dump["input_args"][0]), ("output.0", dump["output"][0])):
@@ -170,6 +170,6 @@ def test_import_engine_probe_and_demo_without_torch():
             "        raise ImportError('torch blocked')\n"
             "    return real(name, *a, **k)\n"
             "builtins.__import__ = guard\n"
-            "import engine, engine.probe, engine.demo\n"
-            "assert 'operator_defect' in engine.demo.FAULTS and engine.demo.DEFAULT_FAULT\n")
+            "import precdx, precdx.probe, precdx.demo\n"
+            "assert 'operator_defect' in precdx.demo.FAULTS and precdx.demo.DEFAULT_FAULT\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))

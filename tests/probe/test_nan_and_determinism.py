@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
-from engine.probe import check_determinism, locate_first_nan  # noqa: E402
+from precdx.probe import check_determinism, locate_first_nan  # noqa: E402
 from tests.probe.tiny_models import TinyLM, make_step  # noqa: E402
 
 

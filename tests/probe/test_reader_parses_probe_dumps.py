@@ -7,11 +7,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from engine.probe import Probe  # noqa: E402
+from precdx.probe import Probe  # noqa: E402
 from tests.probe.tiny_models import TinyLM, make_step  # noqa: E402
 
-dumpdir = pytest.importorskip("engine.collectors.msprobe.dumpdir",
-                              reason="engine.collectors.msprobe (the msprobe reader) is not there yet")
+dumpdir = pytest.importorskip("precdx.collectors.msprobe.dumpdir",
+                              reason="precdx.collectors.msprobe (the msprobe reader) is not there yet")
 
 
 @pytest.mark.parametrize("mode", ["statistics", "md5"])

@@ -45,8 +45,8 @@ def write_kb(root: Path, modes: dict[str, tuple[str, bool, str]] | None = None) 
 
 
 def clear_engine_caches() -> None:
-    from engine import kb, modes
-    from engine.diagnosis import reset_cache
+    from precdx import kb, modes
+    from precdx.diagnosis import reset_cache
 
     kb.clear_cache()
     modes.mode_catalog.cache_clear()
@@ -55,9 +55,9 @@ def clear_engine_caches() -> None:
 
 def use_kb(monkeypatch, root: Path) -> Path:
     """Make `load_kb()` (and so the mode catalogue and diagnose) read the kb at `root`."""
-    import engine.kb
+    import precdx.kb
 
-    monkeypatch.setattr(engine.kb, "kb_dir", lambda: root)
+    monkeypatch.setattr(precdx.kb, "kb_dir", lambda: root)
     clear_engine_caches()
     return root
 

@@ -9,9 +9,9 @@ import importlib.util
 import textwrap
 from pathlib import Path
 
-from engine.rulepack.loader import load_rule_file
-from engine.rulepack.ruletest import load_test_file
-from engine.rulerunner import run_case
+from precdx.rulepack.loader import load_rule_file
+from precdx.rulepack.ruletest import load_test_file
+from precdx.rulerunner import run_case
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("minimise_cases", REPO / "tools" / "minimise_cases.py")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.rulepack.commands import check_command, check_text, framework_flag, msprobe_cli
+from precdx.rulepack.commands import check_command, check_text, framework_flag, msprobe_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from engine.diagnosis import diagnose, get_matcher
-from engine.facts import FactSet, parse_fact
-from engine.kb import load_kb
-from engine.paths import rules_dir
-from engine.planner.answers import question_applies, question_text
-from engine.rulepack.devices import applies, device_words, run_device
-from engine.rulepack.ruletest import load_cases
+from precdx.diagnosis import diagnose, get_matcher
+from precdx.facts import FactSet, parse_fact
+from precdx.kb import load_kb
+from precdx.paths import rules_dir
+from precdx.planner.answers import question_applies, question_text
+from precdx.rulepack.devices import applies, device_words, run_device
+from precdx.rulepack.ruletest import load_cases
 
 DEVICES = ("npu", "gpu", "cpu")
 
@@ -147,7 +147,7 @@ def test_planner_does_not_ask_npu_switches_on_gpu():
 
 
 def test_planner_gpu_nan_run_is_not_asked_ascend_launch_blocking():
-    from engine.planner.nextbest import plan
+    from precdx.planner.nextbest import plan
 
     facts = [parse_fact(d) for d in (
         {"type": "run", "role": "target", "name": "target", "device": "gpu"},
@@ -167,7 +167,7 @@ def test_planner_gpu_nan_run_is_not_asked_ascend_launch_blocking():
 def test_kb_steps_of_differential_hypotheses_are_gated(device):
     """Hypotheses raised only by the symptom differential take their next steps from kb commands:
     only the commands meant for the target's device."""
-    from engine.diagnosis import _kb_steps
+    from precdx.diagnosis import _kb_steps
 
     kb = load_kb()
     bad = []

@@ -2,8 +2,8 @@
 an answer nobody reads would be asked for nothing."""
 from __future__ import annotations
 
-from engine.facts.core import OBSERVATIONS
-from engine.rulepack.loader import load_rules
+from precdx.facts.core import OBSERVATIONS
+from precdx.rulepack.loader import load_rules
 
 
 def _observation_names(rule) -> set[str]:

@@ -3,9 +3,9 @@ import textwrap
 
 import pytest
 
-from engine.errors import PrecdxError
-from engine.rulepack.compiler import compile_rules
-from engine.rulepack.loader import load_rules
+from precdx.errors import PrecdxError
+from precdx.rulepack.compiler import compile_rules
+from precdx.rulepack.loader import load_rules
 
 GOOD = """\
 schema_version: 1
@@ -86,7 +86,7 @@ def test_bad_regex_and_reference(tmp_path):
 
 
 def test_runtime_skips_rules_of_another_schema_version(tmp_path):
-    from engine.errors import Warnings
+    from precdx.errors import Warnings
     two = GOOD.replace("id: TST-001", "id: TST-002").replace("name: stress-flags-node", "name: other")
     (tmp_path / "r.yaml").write_text("rules:\n" + "\n".join(
         "  - " + "\n    ".join(doc.splitlines()) for doc in (GOOD, two.replace("schema_version: 1", "schema_version: 9"))))

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.rulepack.builders import good_cases, good_pack, rule_doc, write_cases, write_rule
-from engine.rulepack.lint import ISSUE_TYPES, VALIDATORS, LintIssue, lint, render_lint
+from precdx.rulepack.lint import ISSUE_TYPES, VALIDATORS, LintIssue, lint, render_lint
 
 
 def _step(command: str | None, action: str = "Run it") -> dict:

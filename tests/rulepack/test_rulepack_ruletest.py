@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from engine.errors import PrecdxError
-from engine.rulepack.ruletest import case_counts, load_cases
-from engine.rulerunner import available_engines, run_case, run_rule_tests
+from precdx.errors import PrecdxError
+from precdx.rulepack.ruletest import case_counts, load_cases
+from precdx.rulerunner import available_engines, run_case, run_rule_tests
 from tests.rulepack.builders import diff_fact, good_cases, good_pack, rule_doc, write_cases, write_rule
 
 ENGINES = available_engines()
@@ -205,7 +205,7 @@ def test_case_counts_follow_aliases_and_skip_broken(tmp_path, tiny_kb):
         {"id": "bad", "rule": "TST-001", "kind": "negative"},
     ], rules=[rule_doc(aliases=["OLD-001"])])
     rule = rule_doc(aliases=["OLD-001"])
-    from engine.rulepack.schema import Rule
+    from precdx.rulepack.schema import Rule
 
     counts = case_counts(load_cases(root), [Rule.model_validate(rule)])
     assert dict(counts["TST-001"]) == {"positive": 2, "negative": 1, "insufficient": 1}

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import PrecdxError
-from engine.kb import TOLERANCES_ENTRY, load_kb, thresholds_for, tolerance
-from engine.paths import rules_dir
-from engine.rulepack.loader import load_rule_file, rule_files
-from engine.rulepack.thresholds import mode_of
-from engine.yamlsafe import load_yaml_file
+from precdx.errors import PrecdxError
+from precdx.kb import TOLERANCES_ENTRY, load_kb, thresholds_for, tolerance
+from precdx.paths import rules_dir
+from precdx.rulepack.loader import load_rule_file, rule_files
+from precdx.rulepack.thresholds import mode_of
+from precdx.yamlsafe import load_yaml_file
 
 
 def _literal_conditions(doc):
@@ -63,7 +63,7 @@ def test_the_acceptance_tolerances_are_declared_once_and_used():
 
 
 def test_the_logs_comparison_applies_the_kb_tolerances():
-    from engine.collectors.logs import compare
+    from precdx.collectors.logs import compare
 
     assert compare.DEFAULT_LOSS_BAND == tolerance("step_rel_err") == 0.01
     assert compare.DEFAULT_GRAD_BAND == tolerance("grad_norm_rel_err") == 0.1

@@ -21,8 +21,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette asks for httpx2 (a deprecation notice); httpx still works
     from fastapi.testclient import TestClient
 
-from engine.service.app import create_app
-from engine.service.settings import Settings
+from precdx.service.app import create_app
+from precdx.service.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 PACK = REPO / "tests" / "planner" / "consult_pack.yaml"

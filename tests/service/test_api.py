@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from engine.service.app import create_app
+from precdx.service.app import create_app
 from tests.service.conftest import RUNS, TestClient, make_settings
 
 KSHIFT = {"type": "observation", "name": "kshift_off_fixes", "value": True}
@@ -133,7 +133,7 @@ def test_fact_count_limit(tmp_path):
 
 
 def test_slow_diagnosis_times_out_with_408_and_the_loop_keeps_serving(tmp_path, monkeypatch):
-    import engine.service.app as app_module
+    import precdx.service.app as app_module
 
     release = threading.Event()
     real = app_module.diagnose_job
@@ -163,7 +163,7 @@ def test_slow_diagnosis_times_out_with_408_and_the_loop_keeps_serving(tmp_path, 
 
 
 def test_no_server_error_leaks_a_traceback(tmp_path, monkeypatch):
-    import engine.service.app as app_module
+    import precdx.service.app as app_module
 
     def broken(*args):
         raise RuntimeError("boom at /secret/path")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.service.archive import Limits, case_root, extract, safe_parts
-from engine.service.errors import ServiceError
+from precdx.service.archive import Limits, case_root, extract, safe_parts
+from precdx.service.errors import ServiceError
 from tests.service.conftest import tar_bytes, zip_bytes
 
 LIMITS = Limits(max_bytes=1_000_000, max_files=100)
@@ -214,7 +214,7 @@ def test_uploaded_tarball_is_diagnosed(client, shared_dir):
 def test_hostile_uploads_get_4xx_json(tmp_path, archive, status, why):
     from fastapi.testclient import TestClient
 
-    from engine.service.app import create_app
+    from precdx.service.app import create_app
     from tests.service.conftest import make_settings
 
     app = create_app(make_settings(tmp_path, max_extracted_bytes=1_000_000))

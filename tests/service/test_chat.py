@@ -13,10 +13,10 @@ import httpx
 import jsonschema
 import pytest
 
-from engine.diagnosis import Diagnosis
-from engine.render import DEFAULT_LENGTH, render, render_chat
-from engine.render.chat import diagnosis_reply
-from engine.render.text import text_reply
+from precdx.diagnosis import Diagnosis
+from precdx.render import DEFAULT_LENGTH, render, render_chat
+from precdx.render.chat import diagnosis_reply
+from precdx.render.text import text_reply
 from tests.service.conftest import RUNS, Server, TestClient, make_settings
 
 SCENARIOS = Path(__file__).resolve().parents[2].parent / "shared" / "scenarios"
@@ -70,7 +70,7 @@ def _without_code(mrkdwn: str) -> str:
 
 @lru_cache(maxsize=None)
 def _scenario(case: str, lang: str) -> Diagnosis:
-    from engine.api import diagnose_case
+    from precdx.api import diagnose_case
 
     if not (SCENARIOS / case).is_dir():
         pytest.skip(f"scenario {case} not available")
@@ -168,7 +168,7 @@ def test_the_cap_holds_with_many_hypotheses_and_cuts_at_their_boundaries(fmt, ca
 @pytest.mark.parametrize("fmt", ["markdown", "slack", "lark"])
 def test_an_essential_part_after_the_ranking_keeps_its_room(fmt):
     """A session's next question comes after the hypotheses; a tight cap drops hypotheses, not it."""
-    from engine.render.chat import Part, bold, plain
+    from precdx.render.chat import Part, bold, plain
 
     reply = diagnosis_reply(_many(60), max_hypotheses=60)
     reply.parts.append(Part("session", [[bold("Next question"), plain(" (same_checkpoint): is it the same?")]],
@@ -228,7 +228,7 @@ def test_format_json_and_html_need_no_link(client):
 
 
 def test_report_link_uses_the_public_url_and_needs_no_token(tmp_path):
-    from engine.service.app import create_app
+    from precdx.service.app import create_app
 
     settings = make_settings(tmp_path, token="s3cret", public_url="https://precdx.corp.example/api/")
     with TestClient(create_app(settings)) as c:
@@ -245,7 +245,7 @@ def test_report_link_uses_the_public_url_and_needs_no_token(tmp_path):
 
 
 def test_reports_can_be_turned_off_and_expire(tmp_path, monkeypatch):
-    from engine.service.app import create_app
+    from precdx.service.app import create_app
 
     with TestClient(create_app(make_settings(tmp_path, report_ttl=0))) as c:
         r = c.post("/v1/diagnose?format=slack", json={"facts": [KSHIFT]})
@@ -257,7 +257,7 @@ def test_reports_can_be_turned_off_and_expire(tmp_path, monkeypatch):
         import time as clock
 
         later = clock.time() + 61
-        monkeypatch.setattr("engine.service.reports.time.time", lambda: later)
+        monkeypatch.setattr("precdx.service.reports.time.time", lambda: later)
         assert c.get(urls[-1]).status_code == 404
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.facts import REGISTRY
-from engine.facts.describe import vocabulary_json
+from precdx.facts import REGISTRY
+from precdx.facts.describe import vocabulary_json
 from tests.service.conftest import REPO, TestClient, make_settings
 
 SCENARIOS = REPO.parent / "shared" / "scenarios"
@@ -28,7 +28,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 # ---------------------------------------------------------------- the CLI's facts, as they are
 def test_diagnose_takes_the_cli_facts_output_as_it_is(tmp_path):
-    from engine.service.app import create_app
+    from precdx.service.app import create_app
 
     if not (SCENARIOS / "case-13").is_dir():
         pytest.skip("scenario case-13 not available")
@@ -98,7 +98,7 @@ def test_a_typed_fact_from_the_schema_is_accepted(client):
         model = schemas[ref.rsplit("/", 1)[-1]]
         facts.append({"type": name, **{k: _example(model["properties"][k]) for k in model.get("required", [])
                                        if k != "type"}})
-    from engine.facts import parse_fact
+    from precdx.facts import parse_fact
 
     for fact in facts:
         parse_fact(fact)  # the vocabulary agrees with what the schema says is enough
@@ -117,8 +117,8 @@ def _example(prop: dict):
 
 # ---------------------------------------------------------------- the vocabulary
 def test_vocabulary_endpoint(client):
-    from engine.modes import mode_catalog
-    from engine.vocabulary import AREAS, COST_CLASSES, COST_LABELS_ZH, LANGS, ROLES
+    from precdx.modes import mode_catalog
+    from precdx.vocabulary import AREAS, COST_CLASSES, COST_LABELS_ZH, LANGS, ROLES
 
     v = client.get("/v1/vocabulary").json()
     assert v["fact_types"] == json.loads(json.dumps(vocabulary_json()))  # `precdx facts --vocabulary`'s data
@@ -167,7 +167,7 @@ def test_api_pages_reference_no_outside_host(client, page):
 
 
 def test_without_the_asset_package_docs_is_a_self_contained_page(client, monkeypatch):
-    import engine.service.routes.docs as docs
+    import precdx.service.routes.docs as docs
 
     monkeypatch.setattr(docs, "asset_folder", lambda: None)
     r = client.get("/docs")
@@ -178,8 +178,8 @@ def test_without_the_asset_package_docs_is_a_self_contained_page(client, monkeyp
 
 
 def test_docs_can_be_off(tmp_path):
-    from engine.errors import PrecdxError
-    from engine.service.app import create_app
+    from precdx.errors import PrecdxError
+    from precdx.service.app import create_app
 
     with TestClient(create_app(make_settings(tmp_path, docs="off"))) as c:
         assert c.get("/docs").status_code == 404 and c.get("/redoc").status_code == 404
@@ -189,7 +189,7 @@ def test_docs_can_be_off(tmp_path):
 
 
 def test_served_docs_assets_come_from_the_installed_package():
-    from engine.service.routes.docs import ASSETS, asset_folder
+    from precdx.service.routes.docs import ASSETS, asset_folder
 
     folder = asset_folder()
     if folder is None:

@@ -60,7 +60,7 @@ def test_a_session_starts_from_an_uploaded_case_archive(client):
     assert "baseline/train.log" in sources and not any("precdx-upload" in s or s.startswith("/") for s in sources)
     assert {f["role"] for f in state["facts"] if f["type"] == "run"} == {"baseline", "target"}
     # the same facts as the CLI collects from the folder
-    from engine.api import gather
+    from precdx.api import gather
 
     assert len(gather(str(case)).facts) == len(state["facts"])
 

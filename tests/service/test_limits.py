@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engine.errors import PrecdxError
-from engine.service.app import HTTP_CODES, check_bind, create_app, is_loopback, resolve_token
-from engine.service.errors import ServiceError
-from engine.service.jobs import JobRunner
-from engine.service.limits import TokenBuckets, json_depth
-from engine.service.sessions import echo_facts, limit_echo
-from engine.service.settings import Settings, environment
-from engine.service.store import SessionStore
+from precdx.errors import PrecdxError
+from precdx.service.app import HTTP_CODES, check_bind, create_app, is_loopback, resolve_token
+from precdx.service.errors import ServiceError
+from precdx.service.jobs import JobRunner
+from precdx.service.limits import TokenBuckets, json_depth
+from precdx.service.sessions import echo_facts, limit_echo
+from precdx.service.settings import Settings, environment
+from precdx.service.store import SessionStore
 from tests.service.conftest import REPO, RUNS, TestClient, make_settings
 
 ENGINE = REPO / "engine"
@@ -95,7 +95,7 @@ def test_echo_budget_keeps_small_facts_and_stubs_big_ones():
 
 def test_limit_echo_says_what_it_left_out(client):
     diag_json = client.post("/v1/diagnose", json={"facts": RUNS}).json()
-    from engine.diagnosis import Diagnosis
+    from precdx.diagnosis import Diagnosis
 
     diag = Diagnosis.model_validate(diag_json)
     assert limit_echo(diag, 1 << 20) is diag
@@ -253,7 +253,7 @@ def _variables_read_by_the_engine() -> set[str]:
 
 
 def test_serve_help_lists_every_variable_the_server_reads():
-    from engine.cli import main
+    from precdx.cli import main
 
     result = CliRunner().invoke(main, ["serve", "--help"])
     assert result.exit_code == 0
@@ -293,7 +293,7 @@ def test_each_error_code_has_one_status_and_a_row_in_the_readme():
 
 
 def test_without_the_token_the_body_is_not_even_read(tmp_path):
-    from engine.service.limits import RequestGuard
+    from precdx.service.limits import RequestGuard
 
     read = []
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 
 schemathesis = pytest.importorskip("schemathesis", reason="schemathesis not installed (pip install schemathesis)")
 
-from engine.service.app import create_app  # noqa: E402
+from precdx.service.app import create_app  # noqa: E402
 from tests.service.conftest import make_settings  # noqa: E402
 
 _TMP = tempfile.mkdtemp(prefix="precdx-fuzz-")

@@ -3,7 +3,7 @@ operation is served by the router module that owns it, and a wrong method names 
 ones in `Allow`, also for routes of included routers."""
 from __future__ import annotations
 
-from engine.service.routes import diagnose, meta, reports, sessions
+from precdx.service.routes import diagnose, meta, reports, sessions
 
 OWNERS = {
     ("GET", "/healthz"): meta, ("GET", "/v1/failure-modes"): meta, ("GET", "/v1/rules"): meta,

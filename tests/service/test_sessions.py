@@ -9,9 +9,9 @@ import time
 import httpx
 import pytest
 
-from engine.service.app import create_app
-from engine.service.store import SessionStore, describe_url
-from engine.errors import PrecdxError
+from precdx.service.app import create_app
+from precdx.service.store import SessionStore, describe_url
+from precdx.errors import PrecdxError
 from tests.service.conftest import RUNS, Server, TestClient, make_settings
 
 

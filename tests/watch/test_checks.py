@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from engine.watch.checks import Checker, Point, Reference, RefPoint, print_resolution, sig_digits
+from precdx.watch.checks import Checker, Point, Reference, RefPoint, print_resolution, sig_digits
 
 
 def ref(rows, **kw):

@@ -18,14 +18,14 @@ pytest.importorskip("torch")
 
 import torch  # noqa: E402
 
-from engine.demo import FAULTS as ALL_FAULTS  # noqa: E402
-from engine.demo.device import DeviceProfile  # noqa: E402
-from engine.demo.lab import _configs, _nan_step  # noqa: E402
-from engine.demo.training import train  # noqa: E402
-from engine.demo.watching import run_watch_case  # noqa: E402
-from engine.diagnosis import diagnose  # noqa: E402
-from engine.errors import Warnings  # noqa: E402
-from engine.pipeline import collect, discover  # noqa: E402
+from precdx.demo import FAULTS as ALL_FAULTS  # noqa: E402
+from precdx.demo.device import DeviceProfile  # noqa: E402
+from precdx.demo.lab import _configs, _nan_step  # noqa: E402
+from precdx.demo.training import train  # noqa: E402
+from precdx.demo.watching import run_watch_case  # noqa: E402
+from precdx.diagnosis import diagnose  # noqa: E402
+from precdx.errors import Warnings  # noqa: E402
+from precdx.pipeline import collect, discover  # noqa: E402
 
 SEED = 1234
 # few steps keep the suite fast; the loss-scale collapse needs a few halvings to show in the log
@@ -58,7 +58,7 @@ def _unwatched(fault, launch):
 
 
 def expected_breach(fault, baseline_log: str) -> int | None:
-    """The documented tolerances, applied step by step (independent of engine.watch)."""
+    """The documented tolerances, applied step by step (independent of precdx.watch)."""
     if fault.name == "nondeterministic_op":
         a, b = _unwatched(fault, 1), _unwatched(fault, 2)
         for x, y in zip(a.iterations, b.iterations):

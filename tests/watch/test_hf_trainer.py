@@ -16,10 +16,10 @@ pytest.importorskip("accelerate")
 import torch  # noqa: E402
 from transformers import Trainer, TrainingArguments  # noqa: E402
 
-from engine.diagnosis import diagnose  # noqa: E402
-from engine.errors import Warnings  # noqa: E402
-from engine.pipeline import collect, discover  # noqa: E402
-from engine.watch import HFWatchCallback, replay  # noqa: E402
+from precdx.diagnosis import diagnose  # noqa: E402
+from precdx.errors import Warnings  # noqa: E402
+from precdx.pipeline import collect, discover  # noqa: E402
+from precdx.watch import HFWatchCallback, replay  # noqa: E402
 from tests.watch.hf_parts import Sequences, make_model  # noqa: E402
 
 STEPS = 6
@@ -45,7 +45,7 @@ def test_hf_trainer_watch_capture_replay_diagnose(tmp_path):
     assert [c["iteration"] for c in status["captured"]] == [2]
     assert (tmp_path / "case" / "target" / "msprobe_dump" / "step1" / "rank0" / "dump.json").is_file()
     # both sides of the captured step, through the same calls as the Trainer's training_step
-    dump = replay(tmp_path / "case", 2, model_fn=make_model, step_fn="engine.watch.hf:trainer_step", quiet=True)
+    dump = replay(tmp_path / "case", 2, model_fn=make_model, step_fn="precdx.watch.hf:trainer_step", quiet=True)
     target = json.loads((tmp_path / "case" / "target" / "msprobe_dump" / "step1" / "rank0" / "dump.json").read_text())
     base_dump = json.loads((dump / "dump.json").read_text())
     assert list(base_dump["data"]) == list(target["data"])  # same calls recorded on both sides

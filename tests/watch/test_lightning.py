@@ -15,8 +15,8 @@ pytest.importorskip("lightning")
 import lightning.pytorch as pl  # noqa: E402
 import torch  # noqa: E402
 
-from engine.watch import LightningWatchCallback, replay  # noqa: E402
-from engine.watch.lightning import lightning_step  # noqa: E402
+from precdx.watch import LightningWatchCallback, replay  # noqa: E402
+from precdx.watch.lightning import lightning_step  # noqa: E402
 from tests.watch.lightning_parts import Tiny, loader, make_module  # noqa: E402
 
 

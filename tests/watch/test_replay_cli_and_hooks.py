@@ -11,13 +11,13 @@ pytest.importorskip("torch")
 import torch  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
-from engine.cli import main  # noqa: E402
-from engine.demo.watching import run_watch_case  # noqa: E402
-from engine.errors import PrecdxError  # noqa: E402
-from engine.watch import megatron_hook, watch  # noqa: E402
+from precdx.cli import main  # noqa: E402
+from precdx.demo.watching import run_watch_case  # noqa: E402
+from precdx.errors import PrecdxError  # noqa: E402
+from precdx.watch import megatron_hook, watch  # noqa: E402
 
-FNS = ["--model-fn", "engine.demo.watching:baseline_model", "--step-fn", "engine.demo.watching:demo_step",
-       "--batch-fn", "engine.demo.watching:baseline_batch"]
+FNS = ["--model-fn", "precdx.demo.watching:baseline_model", "--step-fn", "precdx.demo.watching:demo_step",
+       "--batch-fn", "precdx.demo.watching:baseline_batch"]
 
 
 @pytest.fixture(scope="module")

@@ -9,20 +9,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from engine.collectors.base import Artefact, Case
-from engine.errors import Warnings
-from engine.facts import Fact
+from precdx.collectors.base import Artefact, Case
+from precdx.errors import Warnings
+from precdx.facts import Fact
 
 
 class ChecklistCollector:
     name = "checklist"
 
     def sniff(self, path: Path, head: bytes) -> Artefact | None:
-        from engine.collectors.checklist.sniff import sniff
+        from precdx.collectors.checklist.sniff import sniff
         return sniff(path, head)
 
     def collect(self, case: Case, warnings: Warnings) -> Iterable[Fact]:
-        from engine.collectors.checklist.collect import collect
+        from precdx.collectors.checklist.collect import collect
         return collect(case, warnings)
 
 

@@ -2,13 +2,13 @@
 per pair of runs (target~baseline, reruns~original, groups~first group)."""
 from __future__ import annotations
 
-from engine.collectors.base import Case
-from engine.collectors.checklist import configdiff, determinism, envswitches, evals, libraries, structure
-from engine.collectors.checklist.pairs import comparison_pairs, pair_name
-from engine.collectors.checklist.runconfig import RunConfig, build
-from engine.collectors.checklist.runs import guess_device
-from engine.errors import Warnings
-from engine.facts import Fact
+from precdx.collectors.base import Case
+from precdx.collectors.checklist import configdiff, determinism, envswitches, evals, libraries, structure
+from precdx.collectors.checklist.pairs import comparison_pairs, pair_name
+from precdx.collectors.checklist.runconfig import RunConfig, build
+from precdx.collectors.checklist.runs import guess_device
+from precdx.errors import Warnings
+from precdx.facts import Fact
 
 
 def run_versions(cfg: RunConfig) -> dict[str, str]:

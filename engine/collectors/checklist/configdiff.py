@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from engine.collectors.checklist import aliases
-from engine.collectors.checklist.runconfig import RunConfig, Setting
-from engine.facts import Fact
-from engine.facts.checklist import ConfigDiff, ConfigSummary, ConfigValue, UNSET
+from precdx.collectors.checklist import aliases
+from precdx.collectors.checklist.runconfig import RunConfig, Setting
+from precdx.facts import Fact
+from precdx.facts.checklist import ConfigDiff, ConfigSummary, ConfigValue, UNSET
 
 _NOT_CAUSES = ("logging", "device")
 
@@ -35,7 +35,7 @@ def _effective_missing(present: Setting, missing: RunConfig,
                        versions: dict[str, str] | None = None) -> tuple[str | None, bool]:
     """What a side that does not set the key uses: (value, from the framework-defaults table).
     None when unknown, and then the key is not compared."""
-    from engine.collectors.checklist import defaults
+    from precdx.collectors.checklist import defaults
 
     found = defaults.lookup(missing.framework, present.name, versions)
     if found is not None:

@@ -9,8 +9,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterator
 
-from engine.errors import PrecdxError
-from engine.yamlsafe import load_yaml_text
+from precdx.errors import PrecdxError
+from precdx.yamlsafe import load_yaml_text
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64

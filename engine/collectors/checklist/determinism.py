@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from engine.collectors.checklist.envswitches import run_states, truthy
-from engine.collectors.checklist.runconfig import RunConfig
-from engine.facts import Fact
-from engine.facts.checklist import DeterminismStatus
+from precdx.collectors.checklist.envswitches import run_states, truthy
+from precdx.collectors.checklist.runconfig import RunConfig
+from precdx.facts import Fact
+from precdx.facts.checklist import DeterminismStatus
 
 # Frameworks whose seed has a fixed default when none is given (Megatron 1234, HF Trainer 42).
 _FIXED_DEFAULT_SEED = {"megatron", "mindspeed", "megatron_deepspeed", "hf_trainer"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.errors import Warnings
+from precdx.errors import Warnings
 
 _LINE = re.compile(r"^(?:export\s+|declare\s+-[a-zA-Z]*x[a-zA-Z]*\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 MAX_ENV_BYTES = 8 * 1024 * 1024

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from engine.collectors.checklist.runconfig import RunConfig
-from engine.facts import Fact
-from engine.facts.checklist import EnvDiff, EnvSwitch, UNSET
+from precdx.collectors.checklist.runconfig import RunConfig
+from precdx.facts import Fact
+from precdx.facts.checklist import EnvDiff, EnvSwitch, UNSET
 
 _TRUE = {"1", "true", "yes", "on", "enable", "enabled", "strict"}
 _FALSE = {"0", "false", "no", "off", "disable", "disabled"}

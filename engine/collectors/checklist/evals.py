@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from engine.collectors.base import RunDir
-from engine.errors import Warnings
-from engine.facts import Fact
-from engine.facts.checklist import EvalGap
+from precdx.collectors.base import RunDir
+from precdx.errors import Warnings
+from precdx.facts import Fact
+from precdx.facts.checklist import EvalGap
 
 MAX_EVAL_BYTES = 16 * 1024 * 1024
 # bookkeeping numbers that describe the evaluation run, not the model

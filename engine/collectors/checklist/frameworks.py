@@ -1,7 +1,7 @@
 """Which training framework a run was launched with, from its recognised artefacts."""
 from __future__ import annotations
 
-from engine.collectors.base import RunDir
+from precdx.collectors.base import RunDir
 
 FRAMEWORKS = ("mindspeed", "megatron_deepspeed", "megatron", "hf_trainer", "torchtitan", "deepspeed")
 # Words other collectors may use in an artefact's detail (e.g. a log recognised as "megatron").

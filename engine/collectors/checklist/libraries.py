@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import unquote
 
-from engine.collectors.base import RunDir
-from engine.errors import Warnings
-from engine.facts import Fact
-from engine.facts.checklist import LibraryDiff, LibraryVersion, UNSET
+from precdx.collectors.base import RunDir
+from precdx.errors import Warnings
+from precdx.facts import Fact
+from precdx.facts.checklist import LibraryDiff, LibraryVersion, UNSET
 
 MAX_PIP_BYTES = 8 * 1024 * 1024
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.collectors.base import RunDir
-from engine.collectors.checklist import aliases
-from engine.collectors.checklist.configdiff import same_value
-from engine.collectors.checklist.runconfig import RunConfig, Setting, norm_value
-from engine.errors import Warnings
+from precdx.collectors.base import RunDir
+from precdx.collectors.checklist import aliases
+from precdx.collectors.checklist.configdiff import same_value
+from precdx.collectors.checklist.runconfig import RunConfig, Setting, norm_value
+from precdx.errors import Warnings
 
 # Echo keys that are not the framework's argument name of the same setting (checked before aliases).
 RENAME = {
@@ -45,7 +45,7 @@ _IGNORED = {"local_rank", "rank", "world_size_per_node", "timers", "config_logge
 
 def merge_logs(cfg: RunConfig, run: RunDir, warnings: Warnings) -> None:
     """Add what the run's logs echo to `cfg` (after scripts and files were read)."""
-    from engine.collectors.logs.configecho import read_log_info
+    from precdx.collectors.logs.configecho import read_log_info
 
     logs = [a for a in run.artefacts if a.kind == "log" and a.detail not in ("binary", "empty")]
     for art in logs:
@@ -82,7 +82,7 @@ def _collapse(out: dict[str, tuple[str, str, str, int]], raw: str, value: Any, o
     """Several keys of one log can mean one canonical setting (MindSpeed's use_deter_comp and
     Megatron's deterministic_mode): a flag is on when any of them is; otherwise the stronger echo,
     then the key named like the setting, wins."""
-    from engine.collectors.logs.configecho import RANK
+    from precdx.collectors.logs.configecho import RANK
 
     if raw in _IGNORED or raw.rsplit(".", 1)[-1] in _IGNORED:
         return

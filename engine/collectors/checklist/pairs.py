@@ -2,7 +2,7 @@
 original, every further group of a grouped run with the first group."""
 from __future__ import annotations
 
-from engine.collectors.base import Case, RunDir
+from precdx.collectors.base import Case, RunDir
 
 
 def comparison_pairs(case: Case) -> list[tuple[RunDir, RunDir]]:

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.collectors.base import RunDir
-from engine.collectors.checklist import aliases
-from engine.collectors.checklist.configfiles import ConfigFileError, flatten, load
-from engine.collectors.checklist.envlisting import read_env_listing
-from engine.collectors.checklist.frameworks import detect_framework
-from engine.collectors.checklist.shell import Command, ShellLimitError, ShellScript, read_script
-from engine.errors import Warnings
+from precdx.collectors.base import RunDir
+from precdx.collectors.checklist import aliases
+from precdx.collectors.checklist.configfiles import ConfigFileError, flatten, load
+from precdx.collectors.checklist.envlisting import read_env_listing
+from precdx.collectors.checklist.frameworks import detect_framework
+from precdx.collectors.checklist.shell import Command, ShellLimitError, ShellScript, read_script
+from precdx.errors import Warnings
 
 MAX_SCRIPT_BYTES = 4 * 1024 * 1024
 _LAUNCHERS = {"torchrun", "python", "python3", "deepspeed", "accelerate", "msrun", "mpirun", "srun",
@@ -122,7 +122,7 @@ def build(run: RunDir, warnings: Warnings) -> RunConfig:
             _put(cfg, key, val, str(art.path))
     for art in run.files("config.launch"):
         _read_launch(cfg, art.path, warnings)
-    from engine.collectors.checklist.logconfig import merge_logs
+    from precdx.collectors.checklist.logconfig import merge_logs
     merge_logs(cfg, run, warnings)
     if cfg.framework == "unknown" and cfg.log_framework:
         cfg.framework = cfg.log_framework
@@ -139,7 +139,7 @@ def _resolve_deepspeed(cfg: RunConfig, ds_files: list[Path], warnings: Warnings)
     integration fills them in), else the trainer's default; and gradient clipping is DeepSpeed's
     alone (the trainer leaves it to the engine), so `max_grad_norm` without `gradient_clipping`
     in the DeepSpeed config does not clip as configured."""
-    from engine.collectors.checklist import defaults
+    from precdx.collectors.checklist import defaults
 
     for name, s in list(cfg.settings.items()):
         if s.value.lower() != "auto":
@@ -185,7 +185,7 @@ def _resolve_deepspeed(cfg: RunConfig, ds_files: list[Path], warnings: Warnings)
 
 def _versions(cfg: RunConfig) -> dict[str, str]:
     """Library versions known for the run: pip listings first, then what its logs print."""
-    from engine.collectors.checklist.libraries import read_listing
+    from precdx.collectors.checklist.libraries import read_listing
 
     out = dict(cfg.log_versions)
     for art in cfg.run.files("pip"):

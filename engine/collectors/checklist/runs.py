@@ -1,15 +1,15 @@
 """What each run is: its accelerator (from the env and pip listings, else from what its training
-log prints), its framework (engine.collectors.checklist.frameworks), and the `run` fact that
+log prints), its framework (precdx.collectors.checklist.frameworks), and the `run` fact that
 says so together with which kinds of evidence the run holds."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from engine.collectors.base import Case, RunDir
-from engine.collectors.checklist.frameworks import detect_framework
-from engine.facts import Fact
-from engine.facts.core import Run
+from precdx.collectors.base import Case, RunDir
+from precdx.collectors.checklist.frameworks import detect_framework
+from precdx.facts import Fact
+from precdx.facts.core import Run
 
 _NPU_ENV = re.compile(rb"^(ASCEND_[A-Z_]*|HCCL_[A-Z_]*|NPU_[A-Z_]*)=", re.MULTILINE)
 _GPU_ENV = re.compile(rb"^(CUDA_VISIBLE_DEVICES|NVIDIA_[A-Z_]*|CUDA_HOME|CUDA_VERSION|NCCL_[A-Z_]*)=",
@@ -39,7 +39,7 @@ def guess_device(run: RunDir) -> str:
 
 def _log_device(run: RunDir) -> str:
     """Without an env or pip listing: the accelerator the run's training log shows."""
-    from engine.collectors.logs.configecho import read_log_info  # the logs area reads logs
+    from precdx.collectors.logs.configecho import read_log_info  # the logs area reads logs
 
     for art in run.artefacts:
         if art.kind == "log" and art.detail not in ("binary", "empty"):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.collectors.base import Artefact
-from engine.collectors.checklist import aliases
+from precdx.collectors.base import Artefact
+from precdx.collectors.checklist import aliases
 
 _ENV_LINE = re.compile(r"^(?:export\s+|declare\s+-x\s+)?[A-Za-z_][A-Za-z0-9_]*=")
 _PIP_FREEZE = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?\s*(?:===?|@)\s*\S+|-e\s+\S+)")

@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from engine.collectors.base import RunDir
-from engine.errors import Warnings
-from engine.facts import Fact
-from engine.facts.checklist import StructureDiff, StructureSummary, UNSET
+from precdx.collectors.base import RunDir
+from precdx.errors import Warnings
+from precdx.facts import Fact
+from precdx.facts.checklist import StructureDiff, StructureSummary, UNSET
 
 MAX_LISTING_BYTES = 32 * 1024 * 1024
 MAX_DIFFS_PER_PAIR = 100

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from engine.collectors.base import Artefact, Case, RunDir
-from engine.errors import PrecdxError, Warnings
-from engine.facts import Fact
+from precdx.collectors.base import Artefact, Case, RunDir
+from precdx.errors import PrecdxError, Warnings
+from precdx.facts import Fact
 
 NAME = "logs"
 
@@ -18,11 +18,11 @@ class LogsCollector:
     name = NAME
 
     def sniff(self, path: Path, head: bytes) -> Artefact | None:
-        from engine.collectors.logs.runs import sniff_file
+        from precdx.collectors.logs.runs import sniff_file
         return sniff_file(path, head)
 
     def collect(self, case: Case, warnings: Warnings) -> Iterable[Fact]:
-        from engine.collectors.logs.runs import collect_case
+        from precdx.collectors.logs.runs import collect_case
         return collect_case(case, warnings)
 
 

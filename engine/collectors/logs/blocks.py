@@ -34,12 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.collectors.logs.formats import builtin_parsers
-from engine.collectors.logs.formats.base import LineParser
-from engine.collectors.logs.formats.megatron import _AFTER_LOSSES, HEADER, MegatronParser
-from engine.collectors.logs.model import Record, Rows, parse_num
-from engine.collectors.logs.reader import (BINARY_SNIFF, MAX_LINE, Dispatcher, ReadStats, iter_log, looks_binary)
-from engine.compression import open_binary
+from precdx.collectors.logs.formats import builtin_parsers
+from precdx.collectors.logs.formats.base import LineParser
+from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, HEADER, MegatronParser
+from precdx.collectors.logs.model import Record, Rows, parse_num
+from precdx.collectors.logs.reader import (BINARY_SNIFF, MAX_LINE, Dispatcher, ReadStats, iter_log, looks_binary)
+from precdx.compression import open_binary
 
 try:
     import pyarrow as pa

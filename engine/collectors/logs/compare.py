@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.collectors.logs.series import StepSeries
-from engine.kb import tolerance
+from precdx.collectors.logs.series import StepSeries
+from precdx.kb import tolerance
 
 EPS = 1e-12
 # the acceptance tolerances, named in kb/verdict/aligned.within_noise.yaml (thresholds)

@@ -8,9 +8,9 @@ from typing import Iterable
 
 import numpy as np
 
-from engine.collectors.logs import compare as cmp
-from engine.collectors.logs.series import StepSeries
-from engine.facts import Fact, make
+from precdx.collectors.logs import compare as cmp
+from precdx.collectors.logs.series import StepSeries
+from precdx.facts import Fact, make
 
 OUTLIER_Z = 3.5
 OUTLIER_MIN_LOSS_ERR = 1e-4   # a group's loss off its siblings by > 0.01% with a large z

@@ -1,7 +1,7 @@
 """The artefact kinds the logs collector reads. Discovery recognises every file by content; the
 names declared here only tell it which unrecognised files deserve a warning. Its readers
 decompress .gz / .zst logs."""
-from engine.collectors.base import ArtefactKind, Reads
+from precdx.collectors.base import ArtefactKind, Reads
 
 READS = Reads(
     kinds=(

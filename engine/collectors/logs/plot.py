@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.collectors.base import Case
-from engine.collectors.logs import compare as cmp
-from engine.collectors.logs.runs import load_run_series
-from engine.collectors.logs.series import StepSeries
-from engine.errors import PrecdxError, Warnings
+from precdx.collectors.base import Case
+from precdx.collectors.logs import compare as cmp
+from precdx.collectors.logs.runs import load_run_series
+from precdx.collectors.logs.series import StepSeries
+from precdx.errors import PrecdxError, Warnings
 
 _COLOURS = {"baseline": "#1f77b4", "baseline_rerun": "#7fb2dd", "target": "#d62728", "target_rerun": "#ff9896"}
 

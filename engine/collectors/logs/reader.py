@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from engine.collectors.logs.formats import Item, LineParser, builtin_parsers
-from engine.collectors.logs.model import Record
-from engine.compression import open_binary
+from precdx.collectors.logs.formats import Item, LineParser, builtin_parsers
+from precdx.collectors.logs.model import Record
+from precdx.compression import open_binary
 
 MAX_LINE = 1 << 20          # longer "lines" are binary garbage or a missing newline; cut them
 BINARY_SNIFF = 64 * 1024

@@ -6,18 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from engine.collectors.base import Artefact, Case, RunDir
-from engine.collectors.logs import emit
-from engine.collectors.logs.formats import builtin_parsers
-from engine.collectors.logs.formats.declared import TOP_KEY, DeclaredFormat, DeclaredParser, load_declared_formats
-from engine.collectors.logs.formats.hf import read_trainer_state
-from engine.collectors.logs.model import Record
-from engine.collectors.logs.blocks import read_into
-from engine.collectors.logs.reader import ReadStats, looks_binary, parse_lines
-from engine.collectors.logs.series import SeriesBuilder, StepSeries
-from engine.compression import open_binary
-from engine.errors import PrecdxError, Warnings
-from engine.facts import Fact
+from precdx.collectors.base import Artefact, Case, RunDir
+from precdx.collectors.logs import emit
+from precdx.collectors.logs.formats import builtin_parsers
+from precdx.collectors.logs.formats.declared import TOP_KEY, DeclaredFormat, DeclaredParser, load_declared_formats
+from precdx.collectors.logs.formats.hf import read_trainer_state
+from precdx.collectors.logs.model import Record
+from precdx.collectors.logs.blocks import read_into
+from precdx.collectors.logs.reader import ReadStats, looks_binary, parse_lines
+from precdx.collectors.logs.series import SeriesBuilder, StepSeries
+from precdx.compression import open_binary
+from precdx.errors import PrecdxError, Warnings
+from precdx.facts import Fact
 
 LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ""}
 MIN_MIXED_SHARE = 0.2  # a second format with at least this share of records is "mixed formats"
@@ -139,7 +139,7 @@ def load_run_series(case: Case, run: RunDir, warnings: Warnings) -> StepSeries |
     # (exact values and steps), then the log with the most records.
     usable = [(p, b) for p, b, _ in per_file if b.primary() is not None]
     if not usable:  # no text log with a curve: a tracking tool's (TensorBoard, W&B, MLflow, CSV)
-        from engine.collectors.tracking import curve_builders
+        from precdx.collectors.tracking import curve_builders
         usable = curve_builders(case, run, warnings)
     if not usable:
         return None
@@ -259,7 +259,7 @@ def facts_for(all_series: Iterable[StepSeries]) -> Iterable[Fact]:
     baseline_rerun = _main(by_role.get("baseline_rerun", []))
     noise = None
     if baseline is not None and baseline_rerun is not None:
-        from engine.collectors.logs.compare import noise_band
+        from precdx.collectors.logs.compare import noise_band
         noise = noise_band(baseline_rerun, baseline)
         yield emit.rerun_fact(baseline, baseline_rerun)
     target = _main(by_role.get("target", []))
@@ -284,7 +284,7 @@ _VOCAB_KEYS = ("tokenizer_vocab_size", "vocab_size", "padded_vocab_size", "model
 
 def _run_info(s: StepSeries) -> tuple[int | None, bool | None]:
     """(vocabulary size, loads a checkpoint) as the run's logs print them."""
-    from engine.collectors.logs.configecho import read_log_info
+    from precdx.collectors.logs.configecho import read_log_info
 
     vocab: int | None = None
     loads: bool | None = None

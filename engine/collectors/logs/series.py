@@ -43,8 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.collectors.logs.formats import WINDOWED
-from engine.collectors.logs.model import Event, Record, Rows
+from precdx.collectors.logs.formats import WINDOWED
+from precdx.collectors.logs.model import Event, Record, Rows
 
 MAX_EVENTS = 10_000  # events kept verbatim per run; counts stay exact beyond that
 # Per-iteration settings some formats print besides the metrics (first/last value and how often

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from engine.collectors.base import Artefact, Case
-from engine.collectors.msprobe.collect import collect as _collect
-from engine.collectors.msprobe.executor import Executor
-from engine.collectors.msprobe.sniff import sniff as _sniff
-from engine.errors import Warnings
-from engine.facts import Fact
+from precdx.collectors.base import Artefact, Case
+from precdx.collectors.msprobe.collect import collect as _collect
+from precdx.collectors.msprobe.executor import Executor
+from precdx.collectors.msprobe.sniff import sniff as _sniff
+from precdx.errors import Warnings
+from precdx.facts import Fact
 
 
 class MsprobeCollector:
@@ -27,7 +27,7 @@ class MsprobeCollector:
         return _sniff(path, head)
 
     def collect(self, case: Case, warnings: Warnings, *, quiet: bool | None = None) -> Iterable[Fact]:
-        from engine import progress
+        from precdx import progress
         if quiet is None:
             quiet = self.quiet or not progress.enabled()
         return list(_collect(case, warnings, quiet=quiet,

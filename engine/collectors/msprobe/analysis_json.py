@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.collectors.msprobe.context import user_frame
-from engine.collectors.msprobe.jsonstream import load_small_json
-from engine.collectors.msprobe.naming import api_family, module_path_of, parse_entry_name
-from engine.errors import PrecdxError
+from precdx.collectors.msprobe.context import user_frame
+from precdx.collectors.msprobe.jsonstream import load_small_json
+from precdx.collectors.msprobe.naming import api_family, module_path_of, parse_entry_name
+from precdx.errors import PrecdxError
 
 _RANK_KEY = re.compile(r"^rank_?(\d+)$")
 

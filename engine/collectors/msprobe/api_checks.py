@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.collectors.msprobe.csvtext import csv_dicts, csv_text
+from precdx.collectors.msprobe.csvtext import csv_dicts, csv_text
 
 # free-benchmark relative-error thresholds per dtype (msprobe free_benchmark docs)
 FREE_BENCHMARK_THRESHOLDS = {"float16": 0.002, "bfloat16": 0.004, "float32": 0.0002}

@@ -8,19 +8,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from engine.collectors.base import Case, RunDir
-from engine.collectors.msprobe import analysis_json, api_checks, compare_result, config_check, monitor
-from engine.collectors.msprobe.comparison import SideScan, compare_pairs
-from engine.collectors.msprobe.dumpdir import DumpDir, DumpHeader, locate
-from engine.collectors.msprobe.executor import (
+from precdx.collectors.base import Case, RunDir
+from precdx.collectors.msprobe import analysis_json, api_checks, compare_result, config_check, monitor
+from precdx.collectors.msprobe.comparison import SideScan, compare_pairs
+from precdx.collectors.msprobe.dumpdir import DumpDir, DumpHeader, locate
+from precdx.collectors.msprobe.executor import (
     Executor, InlineExecutor, LocalProcessExecutor, cpu_count, default_executor)
-from engine.collectors.msprobe.localise import (
+from precdx.collectors.msprobe.localise import (
     Located, classify_divergence, classify_nondeterminism, locate_first_nan)
-from engine.collectors.msprobe.naming import api_family, parse_entry_name
-from engine.collectors.msprobe.progress import Progress
-from engine.collectors.msprobe.tasks import DumpTask, SideReport, TaskReport, run_task
-from engine.errors import PrecdxError, Warnings
-from engine.facts import Fact, make
+from precdx.collectors.msprobe.naming import api_family, parse_entry_name
+from precdx.collectors.msprobe.progress import Progress
+from precdx.collectors.msprobe.tasks import DumpTask, SideReport, TaskReport, run_task
+from precdx.errors import PrecdxError, Warnings
+from precdx.facts import Fact, make
 
 _RERUN_OF = {"target_rerun": "target", "baseline_rerun": "baseline"}
 PARAMS_MOVED = 1e-4   # relative statistics error of a weight beyond cross-device noise
@@ -470,7 +470,7 @@ def _alert_facts(run: RunDir, alerts: list[tuple[monitor.Alert, str]]) -> Iterat
 
 
 def _monitor_localise(case: Case, tables: dict[int, dict], dumped: set[str]) -> Iterator[Fact]:
-    from engine.collectors.msprobe import monitor_localise as ml
+    from precdx.collectors.msprobe import monitor_localise as ml
 
     steps = {rid: ml.monitor_steps(t) for rid, t in tables.items()}
     sources = {id(r): Path(", ".join(sorted({str(a.path.parent) for a in r.files("msprobe.monitor")})) or r.name)

@@ -7,11 +7,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.collectors.msprobe.context import user_frame
-from engine.collectors.msprobe.csvtext import csv_rows, csv_text
-from engine.collectors.msprobe.entries import Entry, TensorInfo
-from engine.collectors.msprobe.naming import api_family, module_path_of, parse_entry_name
-from engine.errors import PrecdxError, Warnings
+from precdx.collectors.msprobe.context import user_frame
+from precdx.collectors.msprobe.csvtext import csv_rows, csv_text
+from precdx.collectors.msprobe.entries import Entry, TensorInfo
+from precdx.collectors.msprobe.naming import api_family, module_path_of, parse_entry_name
+from precdx.errors import PrecdxError, Warnings
 
 _ROW_API = re.compile(r"^(?P<api>.+?\.(?:forward|backward|parameters_grad)(?:\.\d+)?)\.(?P<slot>(?:input|output|parameters)\b.*)$")
 _ROW_GRAD = re.compile(r"^(?P<api>.+\.parameters_grad\.\d+)\.(?P<param>[^.]+)$")

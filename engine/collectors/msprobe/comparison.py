@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from engine.collectors.msprobe.dumpdir import DumpHeader, DumpReadError, iter_entries, read_header
-from engine.collectors.msprobe.entries import Entry, EntryIssues, TensorInfo
-from engine.collectors.msprobe.intindex import IntIndex
-from engine.collectors.msprobe.naming import api_family
-from engine.collectors.msprobe.verdicts import DIVERGE, ApiDiff, compare_api, compare_summary
+from precdx.collectors.msprobe.dumpdir import DumpHeader, DumpReadError, iter_entries, read_header
+from precdx.collectors.msprobe.entries import Entry, EntryIssues, TensorInfo
+from precdx.collectors.msprobe.intindex import IntIndex
+from precdx.collectors.msprobe.naming import api_family
+from precdx.collectors.msprobe.verdicts import DIVERGE, ApiDiff, compare_api, compare_summary
 
 _HARD_INPUT = frozenset({"dtype", "shape", "scalar_arg", "md5", "nonfinite"})
 _INIT_OPS = ("empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",

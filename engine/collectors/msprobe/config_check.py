@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.collectors.msprobe.jsonstream import load_small_json
-from engine.errors import PrecdxError, Warnings
+from precdx.collectors.msprobe.jsonstream import load_small_json
+from precdx.errors import PrecdxError, Warnings
 
 # Checkpoints written from the same weights have cosine 1.0; below this they differ.
 CKPT_COS_MIN = 0.99

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.collectors.msprobe.jsonstream import NestingTooDeep, stream_kvitems
-from engine.collectors.msprobe.naming import module_path_of, parse_entry_name
-from engine.errors import Warnings
+from precdx.collectors.msprobe.jsonstream import NestingTooDeep, stream_kvitems
+from precdx.collectors.msprobe.naming import module_path_of, parse_entry_name
+from precdx.errors import Warnings
 
 _FRAME = re.compile(r"^File (?P<file>.+?), line (?P<line>\d+), in (?P<func>[^,]+),\s*\n?\s*(?P<src>.*)$", re.S)
 # Frames from these places are library internals, not the user's code.

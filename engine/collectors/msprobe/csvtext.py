@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from engine.errors import PrecdxError, Warnings
+from precdx.errors import PrecdxError, Warnings
 
 # The csv module's default limit (128 KiB) is below what a deep NPU_Stack_Info cell can take.
 FIELD_LIMIT = 16 << 20

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from engine.collectors.msprobe.entries import Entry, EntryIssues, build_entry
-from engine.collectors.msprobe.jsonstream import (
+from precdx.collectors.msprobe.entries import Entry, EntryIssues, build_entry
+from precdx.collectors.msprobe.jsonstream import (
     NestingTooDeep, is_int_overflow, json_error_message, stream_kvitems)
-from engine.errors import PrecdxError
+from precdx.errors import PrecdxError
 
 _STEP = re.compile(r"^step(\d+)$")
 _RANK = re.compile(r"^(?:rank|proc)_?(\d+)$")

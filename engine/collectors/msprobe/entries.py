@@ -7,8 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.collectors.msprobe.jsonstream import denan
-from engine.collectors.msprobe.naming import EntryName, parse_entry_name
+from precdx.collectors.msprobe.jsonstream import denan
+from precdx.collectors.msprobe.naming import EntryName, parse_entry_name
 
 _STATS = ("Max", "Min", "Mean", "Norm")
 # Arguments nest a few levels (tuples of lists of tensors); deeper parts of an entry are left out.

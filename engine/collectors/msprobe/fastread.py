@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
-from engine.collectors.msprobe import jsonstream
+from precdx.collectors.msprobe import jsonstream
 
 _WS = re.compile(r"[ \t\n\r]*")
 _SEP = re.compile(r'[ \t\n\r]*,[ \t\n\r]*(?=")')      # between two entries, up to the next name

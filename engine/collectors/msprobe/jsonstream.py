@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, Iterator
 import ijson
 import numpy as np
 
-from engine.errors import PrecdxError
+from precdx.errors import PrecdxError
 
 try:  # the C backend is ~10x faster; fall back quietly when the wheel lacks it
     _IJSON = ijson.get_backend("yajl2_c")

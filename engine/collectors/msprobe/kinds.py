@@ -1,6 +1,6 @@
 """The artefact kinds the msprobe collector reads. Discovery recognises every file by content; the
 names declared here only tell it which unrecognised files deserve a warning."""
-from engine.collectors.base import ArtefactKind, Reads
+from precdx.collectors.base import ArtefactKind, Reads
 
 READS = Reads(kinds=(
     ArtefactKind("msprobe.dump", "an msprobe dump", names=("dump.json",)),

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.collectors.msprobe.comparison import Candidate, PassResult, SideScan, tensor_key
-from engine.collectors.msprobe.entries import Entry, TensorInfo
-from engine.collectors.msprobe.naming import EntryName, api_family, param_family
-from engine.collectors.msprobe.verdicts import DIVERGE, INPUT_MATCH, _finite_stats_error
+from precdx.collectors.msprobe.comparison import Candidate, PassResult, SideScan, tensor_key
+from precdx.collectors.msprobe.entries import Entry, TensorInfo
+from precdx.collectors.msprobe.naming import EntryName, api_family, param_family
+from precdx.collectors.msprobe.verdicts import DIVERGE, INPUT_MATCH, _finite_stats_error
 
 _MODULE_FAMILIES = {"embedding": "embedding", "norm": "norm", "attention": "attention"}
 

@@ -10,10 +10,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.collectors.msprobe.csvtext import csv_dicts, csv_text
-from engine.collectors.msprobe.jsonstream import load_small_json
-from engine.collectors.msprobe.naming import param_family
-from engine.errors import PrecdxError, Warnings
+from precdx.collectors.msprobe.csvtext import csv_dicts, csv_text
+from precdx.collectors.msprobe.jsonstream import load_small_json
+from precdx.collectors.msprobe.naming import param_family
+from precdx.errors import PrecdxError, Warnings
 
 _V1_FILE = re.compile(r"^(?P<table>[a-z_]+?)_(?P<a>\d+)-(?P<b>\d+)\.csv$")
 _V2_FILE = re.compile(r"^(?P<table>[a-z_]+?)_step(?P<a>\d+)-(?P<b>\d+)\.csv$")

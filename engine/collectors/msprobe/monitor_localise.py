@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from engine.collectors.msprobe.comparison import PassResult, SideScan, compare_pairs
-from engine.collectors.msprobe.dumpdir import DumpHeader
-from engine.collectors.msprobe.entries import Entry, build_entry
-from engine.collectors.msprobe.localise import Located, classify_divergence, classify_nondeterminism, locate_first_nan
-from engine.collectors.msprobe.monitor import Table
-from engine.collectors.msprobe.naming import param_family
-from engine.collectors.msprobe.verdicts import _finite_stats_error
+from precdx.collectors.msprobe.comparison import PassResult, SideScan, compare_pairs
+from precdx.collectors.msprobe.dumpdir import DumpHeader
+from precdx.collectors.msprobe.entries import Entry, build_entry
+from precdx.collectors.msprobe.localise import Located, classify_divergence, classify_nondeterminism, locate_first_nan
+from precdx.collectors.msprobe.monitor import Table
+from precdx.collectors.msprobe.naming import param_family
+from precdx.collectors.msprobe.verdicts import _finite_stats_error
 
 _IO = re.compile(r"^(?P<module>.*)\.(?P<io>input|output)(?:_(?P<i>\d+))?$")
 _CLASS = "Monitored"   # stands for the class name a dump entry carries (the monitor has none)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.collectors.base import Artefact
+from precdx.collectors.base import Artefact
 
 _LEVEL = re.compile(rb'"level"\s*:\s*"([^"]*)"')
 _TASK = re.compile(rb'"task"\s*:\s*"([^"]*)"')

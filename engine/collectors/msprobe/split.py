@@ -31,14 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from engine.collectors.msprobe.comparison import (
+from precdx.collectors.msprobe.comparison import (
     Candidate, PassResult, SideScan, _fallback, _Pass, compare_dumps)
-from engine.collectors.msprobe.dumpdir import DumpHeader, read_header
-from engine.collectors.msprobe.entries import Entry, EntryIssues, build_entry
-from engine.collectors.msprobe.executor import cpu_count
-from engine.collectors.msprobe.fastread import RangeReader, Unsupported
-from engine.collectors.msprobe.intindex import IntIndex
-from engine.collectors.msprobe.naming import parse_entry_name
+from precdx.collectors.msprobe.dumpdir import DumpHeader, read_header
+from precdx.collectors.msprobe.entries import Entry, EntryIssues, build_entry
+from precdx.collectors.msprobe.executor import cpu_count
+from precdx.collectors.msprobe.fastread import RangeReader, Unsupported
+from precdx.collectors.msprobe.intindex import IntIndex
+from precdx.collectors.msprobe.naming import parse_entry_name
 
 # Below this combined size a pair is compared in one pass (starting processes costs more).
 SPLIT_MIN_BYTES = 48 << 20

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.collectors.msprobe.comparison import PassResult, SideScan, compare_dumps, scan_only
-from engine.collectors.msprobe.context import code_lines, module_paths
-from engine.collectors.msprobe.localise import (
+from precdx.collectors.msprobe.comparison import PassResult, SideScan, compare_dumps, scan_only
+from precdx.collectors.msprobe.context import code_lines, module_paths
+from precdx.collectors.msprobe.localise import (
     Located, classify_divergence, classify_nondeterminism, locate_first_nan)
-from engine.collectors.msprobe.naming import parse_entry_name
-from engine.collectors.msprobe.split import compare_dumps_split
-from engine.errors import PrecdxError, Warnings
+from precdx.collectors.msprobe.naming import parse_entry_name
+from precdx.collectors.msprobe.split import compare_dumps_split
+from precdx.errors import PrecdxError, Warnings
 
 
 @dataclass(frozen=True)

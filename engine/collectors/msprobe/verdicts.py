@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from engine.collectors.msprobe.entries import Entry, TensorInfo
+from precdx.collectors.msprobe.entries import Entry, TensorInfo
 
 # msprobe statistics rules: input NormRelativeErr < 0.1 and output > 0.5 -> error;
 # output / input > 10 (or input 0 and output > 0.1) -> warning.

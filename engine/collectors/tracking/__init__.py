@@ -15,9 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from engine.collectors.base import Artefact, Case
-from engine.errors import Warnings
-from engine.facts import Fact
+from precdx.collectors.base import Artefact, Case
+from precdx.errors import Warnings
+from precdx.facts import Fact
 
 NAME = "tracking"
 
@@ -26,7 +26,7 @@ class TrackingCollector:
     name = NAME
 
     def sniff(self, path: Path, head: bytes) -> Artefact | None:
-        from engine.collectors.tracking.sniff import sniff
+        from precdx.collectors.tracking.sniff import sniff
         return sniff(path, head)
 
     def collect(self, case: Case, warnings: Warnings) -> Iterable[Fact]:
@@ -35,8 +35,8 @@ class TrackingCollector:
 
 
 def curve_builders(case, run, warnings):
-    """See `engine.collectors.tracking.series.curve_builders`."""
-    from engine.collectors.tracking.series import curve_builders as build
+    """See `precdx.collectors.tracking.series.curve_builders`."""
+    from precdx.collectors.tracking.series import curve_builders as build
     return build(case, run, warnings)
 
 

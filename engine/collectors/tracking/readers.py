@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from engine.collectors.logs.model import parse_num
-from engine.compression import open_binary, plain_name
+from precdx.collectors.logs.model import parse_num
+from precdx.compression import open_binary, plain_name
 
 Keep = Callable[[str], bool]
 MAX_BAD_LINES_REPORTED = 3

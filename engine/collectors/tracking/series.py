@@ -16,14 +16,14 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.collectors.base import Artefact, Case, RunDir
-from engine.collectors.logs.model import Record
-from engine.collectors.logs.series import SeriesBuilder, StepSeries
-from engine.collectors.tracking import readers
-from engine.collectors.tracking.sniff import KIND, TAGS_KIND, sniff
-from engine.collectors.tracking.tags import FIELDS, PROFILES, Mapping, Profile, load_user_profile, with_fallbacks
-from engine.compression import read_head
-from engine.errors import PrecdxError, Warnings
+from precdx.collectors.base import Artefact, Case, RunDir
+from precdx.collectors.logs.model import Record
+from precdx.collectors.logs.series import SeriesBuilder, StepSeries
+from precdx.collectors.tracking import readers
+from precdx.collectors.tracking.sniff import KIND, TAGS_KIND, sniff
+from precdx.collectors.tracking.tags import FIELDS, PROFILES, Mapping, Profile, load_user_profile, with_fallbacks
+from precdx.compression import read_head
+from precdx.errors import PrecdxError, Warnings
 
 FALLBACK_DEPTH = 4          # without discovery, how deep a run folder is searched
 FALLBACK_MAX_FILES = 5000

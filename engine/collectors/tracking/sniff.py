@@ -8,10 +8,10 @@ import io
 import json
 from pathlib import Path
 
-from engine.collectors.base import Artefact
-from engine.collectors.tracking.readers import _MLFLOW_LINE, _WANDB_COL, mlflow_run_dir
-from engine.collectors.tracking.tags import STEP_KEYS, TOP_KEY
-from engine.compression import plain_name
+from precdx.collectors.base import Artefact
+from precdx.collectors.tracking.readers import _MLFLOW_LINE, _WANDB_COL, mlflow_run_dir
+from precdx.collectors.tracking.tags import STEP_KEYS, TOP_KEY
+from precdx.compression import plain_name
 
 KIND = "log.tracking"          # a curve source (counts as a log for `run.has_log`)
 TAGS_KIND = "tracking.tags"    # a user mapping of scalar names

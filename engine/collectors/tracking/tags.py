@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from engine.errors import PrecdxError
+from precdx.errors import PrecdxError
 
 TOP_KEY = "precdx_tracking_tags"
 FIELDS = ("loss", "grad_norm", "lr", "loss_scale", "skipped", "eval_loss")
@@ -113,7 +113,7 @@ def _names(value, where: str, key: str, line: int | None) -> tuple[str, ...]:
 
 def load_user_profile(path: str | Path) -> Profile:
     """Read a `precdx_tracking_tags` mapping; every mistake is a PrecdxError with file:line."""
-    from engine.yamlsafe import line_of, load_yaml_file
+    from precdx.yamlsafe import line_of, load_yaml_file
 
     where = str(path)
     data = load_yaml_file(where)

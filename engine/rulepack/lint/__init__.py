@@ -13,16 +13,16 @@ test cases, never a hand-kept list.
 """
 from __future__ import annotations
 
-from engine.rulepack.lint.base import (  # noqa: F401
+from precdx.rulepack.lint.base import (  # noqa: F401
     ISSUE_TYPES, SEVERITIES, VALIDATORS, IssueType, LintContext, LintIssue, LoadProblem, RuleEntry,
     Validator, bound_aliases, default_alias, is_collectable, issue_type, locate, pattern_lists,
     rule_fact_needs,
 )
 # the families register their validators on import, in this order
-from engine.rulepack.lint.schema import SchemaValidator  # noqa: F401
-from engine.rulepack.lint.references import ReferenceValidator  # noqa: F401
-from engine.rulepack.lint.quality import QualityValidator  # noqa: F401
-from engine.rulepack.lint.logic import LogicValidator, always_present, canonical_when  # noqa: F401
-from engine.rulepack.lint.commands import CommandValidator  # noqa: F401
-from engine.rulepack.lint.compiler import CompilerValidator  # noqa: F401
-from engine.rulepack.lint.driver import build_context, describe_issue_types, lint, render_lint  # noqa: F401
+from precdx.rulepack.lint.schema import SchemaValidator  # noqa: F401
+from precdx.rulepack.lint.references import ReferenceValidator  # noqa: F401
+from precdx.rulepack.lint.quality import QualityValidator  # noqa: F401
+from precdx.rulepack.lint.logic import LogicValidator, always_present, canonical_when  # noqa: F401
+from precdx.rulepack.lint.commands import CommandValidator  # noqa: F401
+from precdx.rulepack.lint.compiler import CompilerValidator  # noqa: F401
+from precdx.rulepack.lint.driver import build_context, describe_issue_types, lint, render_lint  # noqa: F401

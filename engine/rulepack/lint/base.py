@@ -8,13 +8,13 @@ from pathlib import Path
 import types
 from typing import Annotated, Any, ClassVar, Iterable, Union, get_args, get_origin
 
-from engine.errors import PrecdxError
-from engine.facts import REGISTRY
-from engine.rulepack.compiler import CompiledRule
-from engine.rulepack.loader import LoadedRule
-from engine.rulepack.ruletest import RuleCase
-from engine.rulepack.schema import Rule
-from engine.yamlsafe import LineDict, LineList, line_of
+from precdx.errors import PrecdxError
+from precdx.facts import REGISTRY
+from precdx.rulepack.compiler import CompiledRule
+from precdx.rulepack.loader import LoadedRule
+from precdx.rulepack.ruletest import RuleCase
+from precdx.rulepack.schema import Rule
+from precdx.yamlsafe import LineDict, LineList, line_of
 
 
 SEVERITIES = ("error", "warning", "info")

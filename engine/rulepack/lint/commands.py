@@ -2,7 +2,7 @@
 entries tell people to run."""
 from __future__ import annotations
 
-from engine.rulepack.lint.base import LintIssue, RuleEntry, Validator, issue_type
+from precdx.rulepack.lint.base import LintIssue, RuleEntry, Validator, issue_type
 
 
 class CommandValidator(Validator):
@@ -34,7 +34,7 @@ class CommandValidator(Validator):
                 "env": self.ENV, "env_value": self.ENV_VALUE, "in_place": self.IN_PLACE, "config": self.CONFIG}
 
     def validate(self, entry: RuleEntry) -> list[LintIssue]:
-        from engine.rulepack.commands import check_command, check_text
+        from precdx.rulepack.commands import check_command, check_text
 
         rule = entry.rule
         kinds = self._types()
@@ -59,8 +59,8 @@ class CommandValidator(Validator):
         return out
 
     def finalize(self) -> list[LintIssue]:
-        from engine.kb import kb_dir
-        from engine.rulepack.commands import check_command, check_text
+        from precdx.kb import kb_dir
+        from precdx.rulepack.commands import check_command, check_text
 
         kinds = self._types()
         out: list[LintIssue] = []

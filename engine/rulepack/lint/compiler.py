@@ -1,8 +1,8 @@
 """Compiler checks (K0xx): every rule compiles to the matcher IR within the limits of the engines."""
 from __future__ import annotations
 
-from engine.errors import PrecdxError
-from engine.rulepack.lint.base import LintIssue, Validator, issue_type
+from precdx.errors import PrecdxError
+from precdx.rulepack.lint.base import LintIssue, Validator, issue_type
 
 
 class CompilerValidator(Validator):

@@ -5,17 +5,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
-from engine.errors import PrecdxError
-from engine.paths import rules_dir
-from engine.rulepack.compiler import compile_rule
-from engine.rulepack.lint.base import (
+from precdx.errors import PrecdxError
+from precdx.paths import rules_dir
+from precdx.rulepack.compiler import compile_rule
+from precdx.rulepack.lint.base import (
     ISSUE_TYPES, LintContext, LintIssue, LoadProblem, RuleEntry, SEVERITIES, VALIDATORS,
 )
-from engine.rulepack.loader import LoadedRule, parse_rule, rule_files
-from engine.rulepack.ruletest import load_cases
-from engine.rulepack.thresholds import substitute
-from engine.rulepack.upgrade import upgrade_rule
-from engine.yamlsafe import line_of, load_yaml_file
+from precdx.rulepack.loader import LoadedRule, parse_rule, rule_files
+from precdx.rulepack.ruletest import load_cases
+from precdx.rulepack.thresholds import substitute
+from precdx.rulepack.upgrade import upgrade_rule
+from precdx.yamlsafe import line_of, load_yaml_file
 
 
 def _load(root: Path, ctx: LintContext) -> None:
@@ -60,7 +60,7 @@ def _load(root: Path, ctx: LintContext) -> None:
 
 
 def build_context(rules_path: str | Path | None = None, *, kb_path: str | Path | None = None) -> LintContext:
-    from engine.kb import load_kb
+    from precdx.kb import load_kb
 
     root = Path(rules_path) if rules_path else rules_dir()
     ctx = LintContext(root=root)

@@ -8,12 +8,12 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from engine.facts import FieldSpec, REGISTRY
-from engine.rulepack.lint.base import (
+from precdx.facts import FieldSpec, REGISTRY
+from precdx.rulepack.lint.base import (
     LintIssue, RuleEntry, Validator, _conds, _fmt_ops, _is_ref, _number, always_present, default_alias,
     is_collectable, issue_type, pattern_lists, rule_fact_needs,
 )
-from engine.rulepack.schema import OPERATORS, Rule
+from precdx.rulepack.schema import OPERATORS, Rule
 
 
 def _unsat_reason(spec: FieldSpec, ops: dict[str, Any]) -> str | None:

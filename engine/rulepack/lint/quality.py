@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from engine.rulepack.lint.base import LintContext, LintIssue, RuleEntry, Validator, issue_type
-from engine.rulepack.ruletest import case_counts
+from precdx.rulepack.lint.base import LintContext, LintIssue, RuleEntry, Validator, issue_type
+from precdx.rulepack.ruletest import case_counts
 
 
 class QualityValidator(Validator):

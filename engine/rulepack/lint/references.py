@@ -2,13 +2,13 @@
 citations that rules name must exist."""
 from __future__ import annotations
 
-from engine.facts import REGISTRY
-from engine.rulepack.compiler import PLACEHOLDER
-from engine.rulepack.lint.base import (
+from precdx.facts import REGISTRY
+from precdx.rulepack.compiler import PLACEHOLDER
+from precdx.rulepack.lint.base import (
     LintIssue, RuleEntry, Validator, _conds, _is_ref, always_present, bound_aliases, default_alias,
     issue_type, pattern_lists,
 )
-from engine.rulepack.schema import Rule
+from precdx.rulepack.schema import Rule
 
 
 class ReferenceValidator(Validator):

@@ -2,7 +2,7 @@
 that cannot run, rules written with former fact field names."""
 from __future__ import annotations
 
-from engine.rulepack.lint.base import LintIssue, RuleEntry, Validator, issue_type
+from precdx.rulepack.lint.base import LintIssue, RuleEntry, Validator, issue_type
 
 
 class SchemaValidator(Validator):

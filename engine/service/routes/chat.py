@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any, Callable
 from fastapi import Request
 from fastapi.responses import Response
 
-from engine.service.models import CHAT_FORMATS
-from engine.service.reports import ReportStore
-from engine.service.routes.common import json_response
-from engine.service.settings import Settings
+from precdx.service.models import CHAT_FORMATS
+from precdx.service.reports import ReportStore
+from precdx.service.routes.common import json_response
+from precdx.service.settings import Settings
 
 if TYPE_CHECKING:
-    from engine.diagnosis import Diagnosis
-    from engine.render.chat import Reply
+    from precdx.diagnosis import Diagnosis
+    from precdx.render.chat import Reply
 
 MEDIA = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; charset=utf-8",
          "slack": "application/json", "lark": "application/json", "html": "text/html; charset=utf-8"}
@@ -41,14 +41,14 @@ def wants_report(fmt: str, reports: ReportStore) -> bool:
 
 def languages(fmt: str, lang: str) -> list[str]:
     """The languages a reply is written in: a Lark post carries zh_cn and en_us."""
-    from engine.vocabulary import LANGS
+    from precdx.vocabulary import LANGS
 
     return [lang, *(x for x in LANGS if x != lang)] if fmt == "lark" else [lang]
 
 
 def reply_of(diag: "Diagnosis", fmt: str) -> "Reply":
-    from engine.render.chat import diagnosis_reply
-    from engine.render.text import text_reply
+    from precdx.render.chat import diagnosis_reply
+    from precdx.render.text import text_reply
 
     return text_reply(diag) if fmt == "text" else diagnosis_reply(diag)
 
@@ -70,7 +70,7 @@ def respond(request: Request, settings: Settings, fmt: str, answer: Answer, *, m
         return json_response(answer.obj, status)
     if fmt == "html":
         return Response(answer.html or "", status_code=status, media_type=MEDIA["html"])
-    from engine.render import render_chat
+    from precdx.render import render_chat
 
     url = report_url(request, settings, answer.report_id) if answer.report_id else None
     body = render_chat(fmt, answer.replies, max_length=max_length, report_url=url)

@@ -1,5 +1,5 @@
 """What the routers share: the app's settings, session store, report store and job pool (read
-from `app.state`, set by engine.service.app.create_app), responses as JSON, the documented
+from `app.state`, set by precdx.service.app.create_app), responses as JSON, the documented
 responses of an operation that answers in any format, and the documented error responses."""
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Annotated, Any, Union
 from fastapi import Depends, Request
 from fastapi.responses import Response
 
-from engine.service.jobs import JobRunner
-from engine.service.models import ErrorOut, LarkMessage, SlackMessage
-from engine.service.reports import ReportStore
-from engine.service.settings import Settings
-from engine.service.store import SessionStore
+from precdx.service.jobs import JobRunner
+from precdx.service.models import ErrorOut, LarkMessage, SlackMessage
+from precdx.service.reports import ReportStore
+from precdx.service.settings import Settings
+from precdx.service.store import SessionStore
 
 # 429: rate_limited (any operation, when PRECDX_RATE_LIMIT is set) and too_many_sessions
 ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 408, 413, 415, 422, 429, 503)}

@@ -1,7 +1,7 @@
 """`POST /v1/diagnose`: facts and answers as JSON (the output of `precdx facts --format json`
 as it is), an uploaded zip / tar of run folders, or both (multipart); the diagnosis as JSON,
 as the full HTML report, or as a chat message (markdown, text, slack, lark) that links the full
-report. The work runs in the job pool through `diagnose_job` (engine.api.diagnose_case on the
+report. The work runs in the job pool through `diagnose_job` (precdx.api.diagnose_case on the
 unpacked upload)."""
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from typing import BinaryIO
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from engine.diagnosis import Diagnosis
-from engine.errors import Warnings
-from engine.service.errors import ServiceError
-from engine.service.models import DiagnoseRequest, Format, Lang, MaxLength
-from engine.service.reports import ReportStore, new_id
-from engine.service.routes.chat import Answer, languages, reply_of, respond, store_report, wants_report
-from engine.service.routes.common import ERRORS, AppSettings, Reports, Runner, reply_responses
-from engine.service.routes.uploads import read_upload, unpacked
-from engine.service.settings import Settings
+from precdx.diagnosis import Diagnosis
+from precdx.errors import Warnings
+from precdx.service.errors import ServiceError
+from precdx.service.models import DiagnoseRequest, Format, Lang, MaxLength
+from precdx.service.reports import ReportStore, new_id
+from precdx.service.routes.chat import Answer, languages, reply_of, respond, store_report, wants_report
+from precdx.service.routes.common import ERRORS, AppSettings, Reports, Runner, reply_responses
+from precdx.service.routes.uploads import read_upload, unpacked
+from precdx.service.settings import Settings
 
 router = APIRouter()
 
@@ -27,9 +27,9 @@ router = APIRouter()
 # ---------------------------------------------------------------- the work done in the pool
 def diagnose_job(settings: Settings, request: DiagnoseRequest, archive: BinaryIO | None, lang: str,
                  deadline: float, fmt: str = "json", reports: ReportStore | None = None) -> Answer:
-    from engine.api import diagnose_case
-    from engine.diagnosis import diagnose
-    from engine.service.sessions import answers_to_facts, limit_echo, parse_facts
+    from precdx.api import diagnose_case
+    from precdx.diagnosis import diagnose
+    from precdx.service.sessions import answers_to_facts, limit_echo, parse_facts
 
     warnings = Warnings()
     for w in request.warnings:  # the collection that made the facts (precdx facts --format json)
@@ -55,7 +55,7 @@ def diagnose_job(settings: Settings, request: DiagnoseRequest, archive: BinaryIO
         diags[0] = limit_echo(diags[0], settings.max_echo_bytes)  # a huge fact is not sent back whole
         html = None
         if report:
-            from engine.render.html import render_html
+            from precdx.render.html import render_html
             html = render_html(diags[0], series=result.series)
     answer = Answer(diags[0], [reply_of(d, fmt) for d in diags] if fmt not in ("json", "html") else [], html)
     if html is not None and fmt != "html":

@@ -11,7 +11,7 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from engine.service.errors import ServiceError
+from precdx.service.errors import ServiceError
 
 ASSETS = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css",
           "redoc.standalone.js": "text/javascript", "favicon.png": "image/png"}

@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from engine import __version__
-from engine.service.errors import ServiceError
-from engine.service.models import ErrorOut, FailureModeOut, Health, Lang, QuestionOut, RuleOut, VocabularyOut
-from engine.service.routes.common import AppSettings, Runner, Store, json_response
+from precdx import __version__
+from precdx.service.errors import ServiceError
+from precdx.service.models import ErrorOut, FailureModeOut, Health, Lang, QuestionOut, RuleOut, VocabularyOut
+from precdx.service.routes.common import AppSettings, Runner, Store, json_response
 
 health = APIRouter()
 catalogue = APIRouter()
@@ -32,10 +32,10 @@ async def healthz(settings: AppSettings, store: Store, runner: Runner) -> Respon
 async def vocabulary() -> Any:
     from typing import get_args
 
-    from engine import vocabulary as v
-    from engine.facts.describe import vocabulary_json
-    from engine.modes import mode_catalog
-    from engine.service.models import Format
+    from precdx import vocabulary as v
+    from precdx.facts.describe import vocabulary_json
+    from precdx.modes import mode_catalog
+    from precdx.service.models import Format
 
     modes = sorted(mode_catalog().values(), key=lambda m: m.id)
     return VocabularyOut(
@@ -49,7 +49,7 @@ async def vocabulary() -> Any:
 
 @catalogue.get("/failure-modes", response_model=list[FailureModeOut], tags=["catalogue"])
 async def failure_modes(lang: Lang = "en") -> Any:
-    from engine.modes import mode_catalog
+    from precdx.modes import mode_catalog
 
     return [FailureModeOut(id=m.id, title=m.title(lang), area=m.area, verdict=m.verdict,
                            references=list(m.references)) for m in sorted(mode_catalog().values(), key=lambda m: m.id)]
@@ -57,7 +57,7 @@ async def failure_modes(lang: Lang = "en") -> Any:
 
 @catalogue.get("/rules", response_model=list[RuleOut], tags=["catalogue"])
 async def rules(settings: AppSettings, runner: Runner, lang: Lang = "en") -> Any:
-    from engine.diagnosis import get_matcher
+    from precdx.diagnosis import get_matcher
 
     pack, _ = await runner.run(get_matcher, settings.engine, settings.rules_path)
     return [RuleOut(id=r.id, name=r.rule.name, status=r.rule.status, stage=r.rule.stage,
@@ -67,8 +67,8 @@ async def rules(settings: AppSettings, runner: Runner, lang: Lang = "en") -> Any
 
 @catalogue.get("/questions", response_model=list[QuestionOut], tags=["catalogue"])
 async def questions(lang: Lang = "en") -> Any:
-    from engine.facts.core import OBSERVATIONS
-    from engine.planner.costs import observation_cost
+    from precdx.facts.core import OBSERVATIONS
+    from precdx.planner.costs import observation_cost
 
     return [QuestionOut(name=name, kind=kind, text=zh if lang == "zh" else en, cost=observation_cost(name))
             for name, (kind, en, zh) in OBSERVATIONS.items()]
@@ -78,7 +78,7 @@ async def questions(lang: Lang = "en") -> Any:
                response_model=dict[str, Any])
 async def coverage(request: Request, settings: AppSettings, runner: Runner) -> Any:
     try:
-        from engine.audit import build_audit
+        from precdx.audit import build_audit
     except ImportError:
         raise ServiceError(501, "not_available", "the coverage audit is not part of this installation") from None
     cache = request.app.state.coverage  # one audit per app: the rule pack does not change while it runs

@@ -7,10 +7,10 @@ from fastapi import APIRouter
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
-from engine.service.errors import ServiceError
-from engine.service.models import ErrorOut
-from engine.service.reports import ID_PATTERN
-from engine.service.routes.common import Reports, Runner
+from precdx.service.errors import ServiceError
+from precdx.service.models import ErrorOut
+from precdx.service.reports import ID_PATTERN
+from precdx.service.routes.common import Reports, Runner
 
 router = APIRouter()
 

@@ -11,15 +11,15 @@ from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
-from engine.service.errors import ServiceError
-from engine.service.models import ErrorOut, Format, Lang, MaxLength, NextOut, SessionCreate, SessionState, \
+from precdx.service.errors import ServiceError
+from precdx.service.models import ErrorOut, Format, Lang, MaxLength, NextOut, SessionCreate, SessionState, \
     SessionTurn, UploadOut
-from engine.service.reports import ReportStore, derived_id
-from engine.service.routes.chat import Answer, languages, respond, store_report, wants_report
-from engine.service.routes.common import ERRORS, AppSettings, Reports, Runner, Store, json_response, reply_responses
-from engine.service.routes.uploads import read_upload, unpacked
-from engine.service.settings import Settings
-from engine.service.store import Session, SessionStore
+from precdx.service.reports import ReportStore, derived_id
+from precdx.service.routes.chat import Answer, languages, respond, store_report, wants_report
+from precdx.service.routes.common import ERRORS, AppSettings, Reports, Runner, Store, json_response, reply_responses
+from precdx.service.routes.uploads import read_upload, unpacked
+from precdx.service.settings import Settings
+from precdx.service.store import Session, SessionStore
 
 SESSION_ID = r"^[A-Za-z0-9_-]{8,64}$"
 SESSION_RESPONSES = {**reply_responses(SessionState), 404: {"model": ErrorOut}, **ERRORS}
@@ -53,9 +53,9 @@ def _not_found(sid: str) -> ServiceError:
 def collect_archive(archive: BinaryIO, settings: Settings, deadline: float):
     """The facts of an uploaded archive (a case or one run), with the paths made relative to it,
     and the collection's warnings."""
-    from engine.api import gather
-    from engine.errors import Warnings
-    from engine.facts import parse_fact
+    from precdx.api import gather
+    from precdx.errors import Warnings
+    from precdx.facts import parse_fact
 
     warnings = Warnings()
     with unpacked(archive, settings, deadline) as up:
@@ -68,7 +68,7 @@ def collect_archive(archive: BinaryIO, settings: Settings, deadline: float):
 
 def _answer(session: Session, state: SessionState, fmt: str, settings: Settings, reports: ReportStore) -> Answer:
     """The state, its chat replies (a Lark post also in the other language) and report page."""
-    from engine.service.sessions import session_state, state_reply
+    from precdx.service.sessions import session_state, state_reply
 
     answer = Answer(state)
     if fmt not in ("json", "html"):
@@ -77,7 +77,7 @@ def _answer(session: Session, state: SessionState, fmt: str, settings: Settings,
             translated = session_state(replace(session, lang=other), settings, state.upload)
             answer.replies.append(state_reply(translated, fmt))
     if wants_report(fmt, reports):
-        from engine.render.html import render_html
+        from precdx.render.html import render_html
 
         if fmt == "html":
             answer.html = render_html(state.diagnosis)
@@ -89,7 +89,7 @@ def _answer(session: Session, state: SessionState, fmt: str, settings: Settings,
 
 def _turn(settings: Settings, body, archive: BinaryIO | None, deadline: float):
     """Parse a turn's facts and collect its archive: (facts, collected, warnings)."""
-    from engine.service.sessions import parse_facts
+    from precdx.service.sessions import parse_facts
 
     facts = parse_facts(body.facts, max_facts=settings.max_facts, max_fact_bytes=settings.max_fact_bytes)
     collected, problems = collect_archive(archive, settings, deadline) if archive is not None else ([], [])
@@ -112,7 +112,7 @@ async def create_session(request: Request, settings: AppSettings, store: Store, 
     session_lang = body.lang if "lang" in body.model_fields_set else (lang or "en")
 
     def job() -> Answer:
-        from engine.service.sessions import apply_turn, session_state
+        from precdx.service.sessions import apply_turn, session_state
 
         facts, collected, problems = _turn(settings, body, upload.archive, deadline)
         draft = Session(id="", lang=session_lang)
@@ -132,7 +132,7 @@ async def create_session(request: Request, settings: AppSettings, store: Store, 
 async def get_session(request: Request, settings: AppSettings, store: Store, runner: Runner, reports: Reports,
                       session_id: str = SID, fmt: Format = FORMAT, max_length: MaxLength = None) -> Response:
     def job() -> Answer:
-        from engine.service.sessions import session_state
+        from precdx.service.sessions import session_state
 
         session = store.get(session_id)
         if session is None:
@@ -152,7 +152,7 @@ async def add_turn(request: Request, settings: AppSettings, store: Store, runner
     body: SessionTurn = upload.body
 
     def job() -> Answer:
-        from engine.service.sessions import apply_turn, session_state
+        from precdx.service.sessions import apply_turn, session_state
 
         facts, collected, problems = _turn(settings, body, upload.archive, deadline)
         replaced: list[int] = []
@@ -175,7 +175,7 @@ async def add_turn(request: Request, settings: AppSettings, store: Store, runner
             responses={404: {"model": ErrorOut}, **ERRORS})
 async def next_evidence(settings: AppSettings, store: Store, runner: Runner, session_id: str = SID) -> Response:
     def job() -> NextOut:
-        from engine.service.sessions import session_next
+        from precdx.service.sessions import session_next
 
         session = store.get(session_id)
         if session is None:

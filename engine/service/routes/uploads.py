@@ -14,9 +14,9 @@ from typing import Any, BinaryIO, Iterator
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
-from engine.service.errors import ServiceError
-from engine.service.limits import check_json_depth
-from engine.service.settings import DEFAULT_MAX_JSON_DEPTH, Settings
+from precdx.service.errors import ServiceError
+from precdx.service.limits import check_json_depth
+from precdx.service.settings import DEFAULT_MAX_JSON_DEPTH, Settings
 
 ARCHIVE_TYPES = ("application/zip", "application/x-zip-compressed", "application/x-tar", "application/gzip",
                  "application/x-gzip", "application/x-bzip2", "application/x-xz", "application/octet-stream")
@@ -120,7 +120,7 @@ class Unpacked:
     single_run: bool = False  # no case layout: the upload is read as one run
 
     def inputs(self) -> dict:
-        """What the upload holds, as engine.api.gather() takes it: a case (baseline/ and target/),
+        """What the upload holds, as precdx.api.gather() takes it: a case (baseline/ and target/),
         a target run (with its reruns) that came without a baseline, or one run folder."""
         dirs = {p.name.lower(): p for p in Path(self.root).iterdir() if p.is_dir()}
         if "target" in dirs and "baseline" not in dirs:
@@ -158,8 +158,8 @@ class Unpacked:
 def unpacked(archive: BinaryIO, settings: Settings, deadline: float) -> Iterator[Unpacked]:
     """The archive extracted under the settings' limits into a temporary folder, removed after.
     Errors raised inside name paths relative to the upload."""
-    from engine.errors import PrecdxError
-    from engine.service.archive import Limits, case_root, extract
+    from precdx.errors import PrecdxError
+    from precdx.service.archive import Limits, case_root, extract
 
     tmp = tempfile.mkdtemp(prefix="precdx-upload-")
     try:

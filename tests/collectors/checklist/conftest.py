@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.base import Case
-from engine.collectors.checklist import COLLECTOR
-from engine.discovery import discover_case
-from engine.errors import Warnings
-from engine.facts import Fact
+from precdx.collectors.base import Case
+from precdx.collectors.checklist import COLLECTOR
+from precdx.discovery import discover_case
+from precdx.errors import Warnings
+from precdx.facts import Fact
 
 GPU_ENV = "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7\nCUDA_HOME=/usr/local/cuda\nNCCL_DEBUG=WARN\nHOME=/root\n"
 NPU_ENV = ("ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7\nASCEND_HOME_PATH=/usr/local/Ascend/ascend-toolkit/latest\n"

@@ -2,7 +2,7 @@
 versions (freeze / list formats, local suffixes, device packages)."""
 from __future__ import annotations
 
-from engine.facts.checklist import UNSET
+from precdx.facts.checklist import UNSET
 
 from .conftest import GPU_ENV, GPU_PIP, NPU_ENV, NPU_PIP, of, one
 

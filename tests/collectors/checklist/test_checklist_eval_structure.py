@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import math
 
-from engine.facts.checklist import UNSET
+from precdx.facts.checklist import UNSET
 
 from .conftest import GPU_ENV, NPU_ENV, of, one
 

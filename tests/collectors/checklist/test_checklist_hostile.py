@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.checklist.configfiles import ConfigFileError, load
-from engine.collectors.checklist.evals import read_metrics
-from engine.collectors.checklist.shell import MAX_VALUE_CHARS, ShellLimitError, read_script
-from engine.errors import Warnings
+from precdx.collectors.checklist.configfiles import ConfigFileError, load
+from precdx.collectors.checklist.evals import read_metrics
+from precdx.collectors.checklist.shell import MAX_VALUE_CHARS, ShellLimitError, read_script
+from precdx.errors import Warnings
 
 from .conftest import GPU_ENV, NPU_ENV, collect_dir, write_case
 

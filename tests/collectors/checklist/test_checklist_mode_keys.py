@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.collectors.checklist import aliases
-from engine.facts.checklist import UNSET
+from precdx.collectors.checklist import aliases
+from precdx.facts.checklist import UNSET
 
 from .conftest import GPU_ENV, GPU_PIP, NPU_ENV, NPU_PIP, one
 

@@ -6,8 +6,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.collectors.checklist.shell import RANDOM, read_script
-from engine.collectors.checklist.sniff import sniff
+from precdx.collectors.checklist.shell import RANDOM, read_script
+from precdx.collectors.checklist.sniff import sniff
 
 MEGATRON = r'''#!/bin/bash
 export CUDA_DEVICE_MAX_CONNECTIONS=1

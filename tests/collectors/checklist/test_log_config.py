@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.base import Case, RunDir
-from engine.collectors.checklist import COLLECTOR, defaults
-from engine.collectors.logs import COLLECTOR as LOGS
-from engine.collectors.logs.configecho import py_value, read_log_info, split_top_level
-from engine.errors import Warnings
+from precdx.collectors.base import Case, RunDir
+from precdx.collectors.checklist import COLLECTOR, defaults
+from precdx.collectors.logs import COLLECTOR as LOGS
+from precdx.collectors.logs.configecho import py_value, read_log_info, split_top_level
+from precdx.errors import Warnings
 
 from .conftest import NPU_ENV, GPU_ENV, of, one
 
@@ -79,7 +79,7 @@ def test_launch_script_wins_and_disagreement_is_warned(tmp_path):
     d.mkdir()
     (d / "train.log").write_text(log)
     (d / "pretrain_gpt.sh").write_text(script)
-    from engine.discovery import discover_runs
+    from precdx.discovery import discover_runs
     w = Warnings()
     case = discover_runs(target=d, warnings=w)
     facts = list(COLLECTOR.collect(case, w))
@@ -206,7 +206,7 @@ def test_versions_and_device_from_log_lines(tmp_path):
 
 
 def test_device_from_a_scenario_npu_log(shared_dir):
-    from engine.collectors.checklist.runs import guess_device
+    from precdx.collectors.checklist.runs import guess_device
     run = _log_run("target", shared_dir / "scenarios" / "case-04" / "target" / "train.log")
     assert guess_device(run) == "npu"
 

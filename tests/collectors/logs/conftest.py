@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.collectors.base import Case, RunDir
-from engine.collectors.logs import COLLECTOR
-from engine.errors import Warnings
-from engine.facts import Fact
-from engine.vocabulary import ROLES
+from precdx.collectors.base import Case, RunDir
+from precdx.collectors.logs import COLLECTOR
+from precdx.errors import Warnings
+from precdx.facts import Fact
+from precdx.vocabulary import ROLES
 
 
 def case_from_dir(root: Path) -> Case:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.collectors.base import Case, RunDir
+from precdx.collectors.base import Case, RunDir
 
 MEG = (" iteration {s:8d}/     100 | consumed samples: {c:12d} | learning rate: 1.000000E-04 | global batch size:"
        "     8 | lm loss: {l:.6E} | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | "

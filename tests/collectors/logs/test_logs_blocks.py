@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.logs import blocks
-from engine.collectors.logs.blocks import read_into
-from engine.collectors.logs.formats import builtin_parsers
-from engine.collectors.logs.formats.declared import DeclaredParser, load_declared_formats
-from engine.collectors.logs.reader import ReadStats, iter_log
-from engine.collectors.logs.series import SeriesBuilder
+from precdx.collectors.logs import blocks
+from precdx.collectors.logs.blocks import read_into
+from precdx.collectors.logs.formats import builtin_parsers
+from precdx.collectors.logs.formats.declared import DeclaredParser, load_declared_formats
+from precdx.collectors.logs.reader import ReadStats, iter_log
+from precdx.collectors.logs.series import SeriesBuilder
 
 REAL = Path(os.environ.get("PRECDX_SHARED", Path(__file__).resolve().parents[3].parent / "shared")) / "real-logs"
 BLOCKS = (1 << 22, 4096, 97)

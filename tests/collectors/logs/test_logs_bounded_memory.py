@@ -1,13 +1,13 @@
 """Bounded-memory mode (issue 9): beyond PRECDX_LOG_MAX_POINTS points a run is folded into
 per-window aggregates; the facts stay equal to the unbounded ones within the tolerances the
-module docstring of engine.collectors.logs.series documents."""
+module docstring of precdx.collectors.logs.series documents."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from engine.collectors.logs import series as series_mod
+from precdx.collectors.logs import series as series_mod
 
 N = 6000          # logged iterations per run
 LIMIT = 1000      # threshold used in the test (windows <= LIMIT / 8)
@@ -88,7 +88,7 @@ def test_compare_facts_within_tolerance(kit, both):
 
 def test_stored_points_stay_bounded(monkeypatch):
     monkeypatch.setenv("PRECDX_LOG_MAX_POINTS", "1024")  # k stays < 1024 below 1024^2 / 8 points
-    from engine.collectors.logs.model import Record
+    from precdx.collectors.logs.model import Record
     b = series_mod.SeriesBuilder("r", "target")
     peak = 0
     for s in range(1, 50_001):
@@ -114,7 +114,7 @@ def test_below_threshold_unchanged(kit, tmp_path, monkeypatch):
 
 def test_restart_after_folding(monkeypatch):
     """Re-logged steps supersede folded windows: steps stay sorted and unique, restarts count once."""
-    from engine.collectors.logs.model import Record
+    from precdx.collectors.logs.model import Record
     monkeypatch.setenv("PRECDX_LOG_MAX_POINTS", "100")
     b = series_mod.SeriesBuilder("r", "target")
     steps = list(range(1, 2001)) + list(range(1500, 3001))

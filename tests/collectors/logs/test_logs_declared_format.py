@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.base import Case, RunDir
-from engine.collectors.logs.formats.declared import load_declared_formats
-from engine.errors import PrecdxError
+from precdx.collectors.base import Case, RunDir
+from precdx.collectors.logs.formats.declared import load_declared_formats
+from precdx.errors import PrecdxError
 
 GOOD = """\
 precdx_log_formats:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.logs.formats.megatron import record_from_line
-from engine.collectors.logs.model import Event, Record
-from engine.collectors.logs.reader import parse_lines
+from precdx.collectors.logs.formats.megatron import record_from_line
+from precdx.collectors.logs.model import Event, Record
+from precdx.collectors.logs.reader import parse_lines
 
 NAN = math.nan
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.base import Case, RunDir
-from engine.collectors.logs.model import Record
-from engine.collectors.logs.reader import ReadStats, iter_log, parse_lines
-from engine.collectors.logs.series import SeriesBuilder
+from precdx.collectors.base import Case, RunDir
+from precdx.collectors.logs.model import Record
+from precdx.collectors.logs.reader import ReadStats, iter_log, parse_lines
+from precdx.collectors.logs.series import SeriesBuilder
 
 REAL = "real-logs"
 
@@ -29,7 +29,7 @@ def _series(path: Path, role: str = "target"):
 
 def _health(kit, path: Path):
     """run_health of one log file read in place (only that file, not its neighbours)."""
-    from engine.collectors.logs import COLLECTOR
+    from precdx.collectors.logs import COLLECTOR
     art = COLLECTOR.sniff(path, path.read_bytes()[:65536])
     facts, _ = kit.collect(Case(runs=[RunDir(role="target", name="target", root=path.parent, artefacts=[art])]))
     return kit.one(facts, "run_health", run="target"), facts

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.logs.formats.declared import load_declared_formats
-from engine.collectors.logs.formats.hf import read_trainer_state
-from engine.collectors.logs.reader import looks_binary
-from engine.errors import PrecdxError, Warnings
+from precdx.collectors.logs.formats.declared import load_declared_formats
+from precdx.collectors.logs.formats.hf import read_trainer_state
+from precdx.collectors.logs.reader import looks_binary
+from precdx.errors import PrecdxError, Warnings
 
 from .conftest import collect, one, two_runs
 

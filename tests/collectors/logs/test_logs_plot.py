@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.collectors.base import Case, RunDir
-from engine.collectors.logs.plot import plot_curves
-from engine.errors import Warnings
+from precdx.collectors.base import Case, RunDir
+from precdx.collectors.logs.plot import plot_curves
+from precdx.errors import Warnings
 
 
 def test_plot_curves_writes_png(scenarios: Path, kit, tmp_path: Path) -> None:

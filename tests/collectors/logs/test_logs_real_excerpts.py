@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.collectors.logs.model import Event, Record
-from engine.collectors.logs.reader import ReadStats, iter_log
+from precdx.collectors.logs.model import Event, Record
+from precdx.collectors.logs.reader import ReadStats, iter_log
 
 REAL = Path(os.environ.get("PRECDX_SHARED", Path(__file__).resolve().parents[3].parent / "shared")) / "real-logs"
 FIELDS = ("step", "loss", "grad_norm", "loss_scale", "lr", "skipped", "nan_iters")

@@ -8,8 +8,8 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from engine.collectors.logs.reader import parse_lines
-from engine.collectors.logs.series import series_from_records
+from precdx.collectors.logs.reader import parse_lines
+from precdx.collectors.logs.series import series_from_records
 
 STEPS = list(range(1, 41))
 

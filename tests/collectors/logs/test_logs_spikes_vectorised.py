@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.collectors.logs.compare import EPS, SPIKE_LOOKBACK, SPIKE_RECOVERY, Spikes, _spike_candidates, find_spikes
+from precdx.collectors.logs.compare import EPS, SPIKE_LOOKBACK, SPIKE_RECOVERY, Spikes, _spike_candidates, find_spikes
 
 
 def _per_point(steps: np.ndarray, values: np.ndarray, rel_jump: float = 0.10, z: float = 6.0) -> Spikes:

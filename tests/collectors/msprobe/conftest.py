@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.base import Case, RunDir
-from engine.collectors.msprobe import COLLECTOR
-from engine.collectors.msprobe.collect import collect
-from engine.collectors.msprobe.executor import InlineExecutor
-from engine.errors import Warnings
+from precdx.collectors.base import Case, RunDir
+from precdx.collectors.msprobe import COLLECTOR
+from precdx.collectors.msprobe.collect import collect
+from precdx.collectors.msprobe.executor import InlineExecutor
+from precdx.errors import Warnings
 
 
 def run_dir(role: str, root: Path, name: str | None = None) -> RunDir:

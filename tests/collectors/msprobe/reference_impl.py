@@ -7,13 +7,13 @@ import contextlib
 import math
 from typing import Any
 
-from engine.collectors.msprobe import comparison, dumpdir, entries, naming
-from engine.collectors.msprobe.naming import api_family
-from engine.collectors.msprobe.comparison import _INIT_OPS, Candidate, tensor_key
-from engine.collectors.msprobe.entries import (
+from precdx.collectors.msprobe import comparison, dumpdir, entries, naming
+from precdx.collectors.msprobe.naming import api_family
+from precdx.collectors.msprobe.comparison import _INIT_OPS, Candidate, tensor_key
+from precdx.collectors.msprobe.entries import (
     _BAD, _STATS, Entry, EntryIssues, TensorInfo, _num, _shape, _stat_value)
-from engine.collectors.msprobe.naming import _API, _DEBUG, _MODULE, EntryName
-from engine.collectors.msprobe.verdicts import DIVERGE, compare_api
+from precdx.collectors.msprobe.naming import _API, _DEBUG, _MODULE, EntryName
+from precdx.collectors.msprobe.verdicts import DIVERGE, compare_api
 
 
 def parse_entry_name(name: str) -> EntryName:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from engine.collectors.msprobe.tasks import DumpTask, run_task
+from precdx.collectors.msprobe.tasks import DumpTask, run_task
 
 from .conftest import collect_case, of_type, run_dir
 

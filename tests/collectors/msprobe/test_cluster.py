@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.base import Case
-from engine.collectors.msprobe.collect import collect
-from engine.collectors.msprobe.executor import DaskExecutor, LocalProcessExecutor
-from engine.errors import Warnings
+from precdx.collectors.base import Case
+from precdx.collectors.msprobe.collect import collect
+from precdx.collectors.msprobe.executor import DaskExecutor, LocalProcessExecutor
+from precdx.errors import Warnings
 from tests.collectors.msprobe.conftest import run_dir
 from tests.collectors.msprobe.test_split_equivalence import _entries, _other, _set_stat, _write
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.msprobe.executor import InlineExecutor, LocalProcessExecutor, dask_available
-from engine.collectors.msprobe.progress import Progress
-from engine.collectors.msprobe.tasks import DumpTask, run_task
+from precdx.collectors.msprobe.executor import InlineExecutor, LocalProcessExecutor, dask_available
+from precdx.collectors.msprobe.progress import Progress
+from precdx.collectors.msprobe.tasks import DumpTask, run_task
 
 
 def _tasks(samples: Path) -> list[DumpTask]:
@@ -31,7 +31,7 @@ def test_local_pool_matches_inline(samples: Path) -> None:
 @pytest.mark.slow   # starts worker processes (test_cluster.py runs a threaded cluster in the fast lane)
 @pytest.mark.skipif(not dask_available(), reason="dask.distributed is not installed")
 def test_dask_local_cluster_matches_inline(samples: Path) -> None:
-    from engine.collectors.msprobe.executor import DaskExecutor
+    from precdx.collectors.msprobe.executor import DaskExecutor
     tasks = _tasks(samples)
     ex = DaskExecutor(workers=1)
     try:

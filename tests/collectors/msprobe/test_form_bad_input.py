@@ -7,10 +7,10 @@ import json
 import shutil
 from pathlib import Path
 
-from engine.collectors.msprobe.context import module_paths
-from engine.collectors.msprobe.tasks import DumpTask, run_task
-from engine.discovery import discover_case
-from engine.errors import Warnings
+from precdx.collectors.msprobe.context import module_paths
+from precdx.collectors.msprobe.tasks import DumpTask, run_task
+from precdx.discovery import discover_case
+from precdx.errors import Warnings
 
 BASE = "02_dump_mix_statistics/dump_path/step0/rank0"
 

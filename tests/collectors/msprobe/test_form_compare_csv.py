@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.msprobe.tasks import DumpTask, run_task
-from engine.pipeline import collect, discover
-from engine.errors import Warnings
-from engine.facts import FactSet
+from precdx.collectors.msprobe.tasks import DumpTask, run_task
+from precdx.pipeline import collect, discover
+from precdx.errors import Warnings
+from precdx.facts import FactSet
 
 from .conftest import collect_case, of_type, run_dir
 
@@ -156,7 +156,7 @@ def test_msprobe_compare_csv_only(scenarios: Path, tmp_path: Path, case, run, go
     assert isinstance(facts, FactSet)
     located = [f for f in facts if f.type in ("first_divergence", "nondeterministic_api")]
     assert located and located[-1].kind == kind
-    from engine.diagnosis import diagnose
+    from precdx.diagnosis import diagnose
     out = diagnose(facts, warnings=w)
     assert out.hypotheses[0].failure_mode == mode
     assert out.verdict == "misaligned"
@@ -169,7 +169,7 @@ def test_rerun_csv_is_told_by_its_rows_in_any_folder(samples: Path, tmp_path: Pa
     the last digits only."""
     import csv as _csv
     import io
-    from engine.collectors.msprobe.compare_result import read_compare_result
+    from precdx.collectors.msprobe.compare_result import read_compare_result
     rows = list(_csv.reader(io.StringIO(
         (samples / "10_compare_statistics_eps/compare_result_20261129135419.csv").read_text())))
     col = {n: i for i, n in enumerate(rows[0])}

@@ -12,9 +12,9 @@ import math
 import shutil
 from pathlib import Path
 
-from engine.collectors.msprobe import monitor
-from engine.collectors.msprobe.monitor_localise import monitor_steps
-from engine.errors import Warnings
+from precdx.collectors.msprobe import monitor
+from precdx.collectors.msprobe.monitor_localise import monitor_steps
+from precdx.errors import Warnings
 
 from .conftest import collect_case, of_type, run_dir
 
@@ -172,7 +172,7 @@ def test_a_rerun_monitor_is_compared_exactly(samples: Path, tmp_path: Path) -> N
 def test_nan_weight_of_a_step_that_never_updated_comes_from_the_previous_update(tmp_path: Path) -> None:
     """A run stopped by a NaN never reaches its update: the weights it computed with are what the
     previous update left (param_updated of the step before)."""
-    from engine.collectors.msprobe.monitor_localise import first_nan
+    from precdx.collectors.msprobe.monitor_localise import first_nan
     tables = {"actv": {("fc.input", 0): {"min": 0.0, "max": 1.0, "mean": 0.5, "norm": 2.0, "_dtype": "torch.float32",
                                          "_shape": [2, 4]},
                        ("fc.output", 0): {"min": 0.0, "max": 1.0, "mean": 0.5, "norm": 2.0,

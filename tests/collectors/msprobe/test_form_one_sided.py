@@ -9,9 +9,9 @@ import math
 import shutil
 from pathlib import Path
 
-from engine.diagnosis import diagnose
-from engine.errors import Warnings
-from engine.pipeline import collect, discover
+from precdx.diagnosis import diagnose
+from precdx.errors import Warnings
+from precdx.pipeline import collect, discover
 
 from .conftest import collect_case, of_type, run_dir
 

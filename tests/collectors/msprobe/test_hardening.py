@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.msprobe import api_checks
-from engine.collectors.msprobe.compare_result import read_compare_result
-from engine.collectors.msprobe.csvtext import FIELD_LIMIT
-from engine.collectors.msprobe.monitor import read_monitor_csv
-from engine.errors import PrecdxError, Warnings
+from precdx.collectors.msprobe import api_checks
+from precdx.collectors.msprobe.compare_result import read_compare_result
+from precdx.collectors.msprobe.csvtext import FIELD_LIMIT
+from precdx.collectors.msprobe.monitor import read_monitor_csv
+from precdx.errors import PrecdxError, Warnings
 from tests.corpus import healthy
 
 
@@ -143,10 +143,10 @@ def test_api_check_csv_errors_name_the_file(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- dump.json, stack.json, construct.json
 import json  # noqa: E402
 
-from engine.collectors.msprobe.context import code_lines, module_paths  # noqa: E402
-from engine.collectors.msprobe.entries import MAX_DEPTH  # noqa: E402
-from engine.collectors.msprobe.jsonstream import NestingGuard, NestingTooDeep, load_small_json  # noqa: E402
-from engine.collectors.msprobe.tasks import DumpTask, run_task  # noqa: E402
+from precdx.collectors.msprobe.context import code_lines, module_paths  # noqa: E402
+from precdx.collectors.msprobe.entries import MAX_DEPTH  # noqa: E402
+from precdx.collectors.msprobe.jsonstream import NestingGuard, NestingTooDeep, load_small_json  # noqa: E402
+from precdx.collectors.msprobe.tasks import DumpTask, run_task  # noqa: E402
 
 
 def _pair(tmp_path: Path, run_text: str) -> tuple[DumpTask, Path]:
@@ -259,7 +259,7 @@ def test_nesting_guard_ignores_brackets_in_strings() -> None:
 
 
 def test_int_index_keeps_the_earliest_value_per_key():
-    from engine.collectors.msprobe.intindex import IntIndex
+    from precdx.collectors.msprobe.intindex import IntIndex
     idx = IntIndex()
     for key, value in [(5, 9), (-3, 1), (5, 2), (2**62, 7), (5, 4)]:
         idx.add(key, value)

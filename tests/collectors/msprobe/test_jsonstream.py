@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from engine.collectors.msprobe import jsonstream
-from engine.collectors.msprobe.dumpdir import DumpReadError, iter_entries
-from engine.errors import PrecdxError
+from precdx.collectors.msprobe import jsonstream
+from precdx.collectors.msprobe.dumpdir import DumpReadError, iter_entries
+from precdx.errors import PrecdxError
 
 
 def _values(raw: bytes) -> dict:

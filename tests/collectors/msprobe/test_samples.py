@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.msprobe import analysis_json, compare_result, config_check, monitor
-from engine.collectors.msprobe.sniff import sniff
-from engine.collectors.msprobe.tasks import DumpTask, run_task
-from engine.errors import Warnings
+from precdx.collectors.msprobe import analysis_json, compare_result, config_check, monitor
+from precdx.collectors.msprobe.sniff import sniff
+from precdx.collectors.msprobe.tasks import DumpTask, run_task
+from precdx.errors import Warnings
 
 from .conftest import collect_case, of_type, run_dir
 

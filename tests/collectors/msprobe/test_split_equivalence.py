@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-from engine.collectors.msprobe import jsonstream, split
-from engine.collectors.msprobe.comparison import compare_dumps
-from engine.collectors.msprobe.entries import EntryIssues, TensorInfo, build_entry
-from engine.collectors.msprobe.fastread import RangeReader, Unsupported
-from engine.collectors.msprobe.intindex import IntIndex
-from engine.collectors.msprobe.naming import parse_entry_name
-from engine.collectors.msprobe.tasks import DumpTask, run_task
-from engine.collectors.msprobe.verdicts import compare_api, compare_summary
+from precdx.collectors.msprobe import jsonstream, split
+from precdx.collectors.msprobe.comparison import compare_dumps
+from precdx.collectors.msprobe.entries import EntryIssues, TensorInfo, build_entry
+from precdx.collectors.msprobe.fastread import RangeReader, Unsupported
+from precdx.collectors.msprobe.intindex import IntIndex
+from precdx.collectors.msprobe.naming import parse_entry_name
+from precdx.collectors.msprobe.tasks import DumpTask, run_task
+from precdx.collectors.msprobe.verdicts import compare_api, compare_summary
 from tests.collectors.msprobe import reference_impl
 
 
@@ -261,10 +261,10 @@ def test_task_reports_equal_the_reference(pairs, monkeypatch):
 def test_collector_facts_equal_with_parts(shared_dir, monkeypatch):
     """Every shared scenario with dumps: the facts with pairs split on 4 workers equal the facts
     of the reference one-pass path."""
-    from engine.collectors.msprobe import collect
-    from engine.errors import Warnings
-    from engine.pipeline import collect as collect_facts
-    from engine.pipeline import discover
+    from precdx.collectors.msprobe import collect
+    from precdx.errors import Warnings
+    from precdx.pipeline import collect as collect_facts
+    from precdx.pipeline import discover
 
     cases = [p for p in sorted((shared_dir / "scenarios").iterdir())
              if (p / "expected.yaml").is_file() and any(p.rglob("dump.json"))]
@@ -384,7 +384,7 @@ def _twin(rng: random.Random, t: TensorInfo) -> TensorInfo:
 
 
 def test_compare_summary_equals_compare_api():
-    from engine.collectors.msprobe.entries import Entry
+    from precdx.collectors.msprobe.entries import Entry
     rng = random.Random(5)
     quick = 0
     for i in range(6000):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.collectors.msprobe import compare_result
-from engine.collectors.msprobe.context import code_lines, module_paths
-from engine.collectors.msprobe.tasks import DumpTask, run_task
-from engine.errors import Warnings
+from precdx.collectors.msprobe import compare_result
+from precdx.collectors.msprobe.context import code_lines, module_paths
+from precdx.collectors.msprobe.tasks import DumpTask, run_task
+from precdx.errors import Warnings
 
 from .conftest import collect_case, of_type, run_dir
 

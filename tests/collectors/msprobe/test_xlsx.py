@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.collectors.msprobe import compare_result
-from engine.errors import Warnings
+from precdx.collectors.msprobe import compare_result
+from precdx.errors import Warnings
 from tests.collectors.msprobe.test_split_equivalence import norm
 
 openpyxl = pytest.importorskip("openpyxl")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import Warnings
-from engine.pipeline import collect, discover
+from precdx.errors import Warnings
+from precdx.pipeline import collect, discover
 
 pytest.importorskip("tensorboard", reason="tensorboard (extra 'tracking') is needed to write and read event files")
 

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
+from precdx.cli import main
 from tests.collectors.tracking.conftest import curve, facts_of, pick
 
 WRITER = textwrap.dedent("""

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from engine.diagnosis import diagnose
+from precdx.diagnosis import diagnose
 from tests.collectors.tracking.conftest import curve, facts_of, megatron_tags, pick, write_tb
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

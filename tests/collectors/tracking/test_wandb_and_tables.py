@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from engine.collectors.tracking.sniff import sniff
+from precdx.collectors.tracking.sniff import sniff
 from tests.collectors.tracking.conftest import curve, facts_of, pick
 
 

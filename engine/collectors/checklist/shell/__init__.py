@@ -8,9 +8,9 @@ continuations, and returns the expanded argument vectors of the script's command
 """
 from __future__ import annotations
 
-from engine.collectors.checklist.shell.expand import _run, expand_word  # noqa: F401
-from engine.collectors.checklist.shell.lex import _lex, _simple_commands
-from engine.collectors.checklist.shell.model import (  # noqa: F401
+from precdx.collectors.checklist.shell.expand import _run, expand_word  # noqa: F401
+from precdx.collectors.checklist.shell.lex import _lex, _simple_commands
+from precdx.collectors.checklist.shell.model import (  # noqa: F401
     MAX_ARITH_CHARS, MAX_ARRAY_ITEMS, MAX_VALUE_CHARS, RANDOM, Command, ShellLimitError, ShellScript,
     ShellSyntaxError,
 )

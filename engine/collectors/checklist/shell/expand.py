@@ -6,8 +6,8 @@ import ast
 import operator
 import re
 
-from engine.collectors.checklist.shell.lex import _lex
-from engine.collectors.checklist.shell.model import (
+from precdx.collectors.checklist.shell.lex import _lex
+from precdx.collectors.checklist.shell.model import (
     _ASSIGN, _DECLARERS, _KEYWORDS, _NAME, MAX_ARITH_CHARS, MAX_ARRAY_ITEMS, MAX_VALUE_CHARS, RANDOM, Command,
     ShellLimitError, ShellScript, ShellSyntaxError, _Tok,
 )

@@ -2,7 +2,7 @@
 and grouping them into simple commands; nothing is executed."""
 from __future__ import annotations
 
-from engine.collectors.checklist.shell.model import ShellSyntaxError, _ASSIGN, _Tok
+from precdx.collectors.checklist.shell.model import ShellSyntaxError, _ASSIGN, _Tok
 
 
 def _lex(text: str) -> list[_Tok]:

@@ -2,16 +2,16 @@
 that yields a metric record for a line owns it; events are collected from all)."""
 from __future__ import annotations
 
-from engine.collectors.logs.formats.base import Item, LineParser  # noqa: F401
-from engine.collectors.logs.formats.deepspeed import DeepSpeedParser
-from engine.collectors.logs.formats.events import EventParser
-from engine.collectors.logs.formats.hf import HfDictParser
-from engine.collectors.logs.formats.megatron import MegatronParser
-from engine.collectors.logs.formats.minor import (KeyValueParser, MmengineParser, NanoGptParser, NanotronParser,
+from precdx.collectors.logs.formats.base import Item, LineParser  # noqa: F401
+from precdx.collectors.logs.formats.deepspeed import DeepSpeedParser
+from precdx.collectors.logs.formats.events import EventParser
+from precdx.collectors.logs.formats.hf import HfDictParser
+from precdx.collectors.logs.formats.megatron import MegatronParser
+from precdx.collectors.logs.formats.minor import (KeyValueParser, MmengineParser, NanoGptParser, NanotronParser,
                                                   VeomniParser)
-from engine.collectors.logs.formats.nemo import NemoParser
-from engine.collectors.logs.formats.olmo import OlmoParser
-from engine.collectors.logs.formats.torchtitan import TorchtitanParser
+from precdx.collectors.logs.formats.nemo import NemoParser
+from precdx.collectors.logs.formats.olmo import OlmoParser
+from precdx.collectors.logs.formats.torchtitan import TorchtitanParser
 
 # Formats whose `skipped`/loss values are averages or counts over the log interval.
 WINDOWED = {"megatron", "mindspeed-llm", "megatron-deepspeed", "hf_trainer", "hf_trainer_state", "nemo2", "nemo_bar"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Union
 
-from engine.collectors.logs.model import Event, Record
+from precdx.collectors.logs.model import Event, Record
 
 Item = Union[Record, Event]
 

@@ -23,10 +23,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.collectors.logs.formats.base import Item, LineParser
-from engine.collectors.logs.model import Record, parse_int, parse_num
-from engine.errors import PrecdxError
-from engine.yamlsafe import line_of, load_yaml_file
+from precdx.collectors.logs.formats.base import Item, LineParser
+from precdx.collectors.logs.model import Record, parse_int, parse_num
+from precdx.errors import PrecdxError
+from precdx.yamlsafe import line_of, load_yaml_file
 
 TOP_KEY = "precdx_log_formats"
 KNOWN_GROUPS = {"step", "loss", "grad_norm", "lr", "loss_scale", "skipped", "nan_iters"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from engine.collectors.logs.formats.base import Item, LineParser
-from engine.collectors.logs.model import NUM, Event, Record, parse_int, parse_num
+from precdx.collectors.logs.formats.base import Item, LineParser
+from precdx.collectors.logs.model import NUM, Event, Record, parse_int, parse_num
 
 OVERFLOW_ZERO = re.compile(
     r"OVERFLOW! Rank (\d+) Skipping step\.(?: Attempted loss scale: (" + NUM + r"), "

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from engine.collectors.logs.formats.base import Item, LineParser
-from engine.collectors.logs.model import Event
+from precdx.collectors.logs.formats.base import Item, LineParser
+from precdx.collectors.logs.model import Event
 
 # Literal prefilter: plain substring tests are several times faster than a regex alternation.
 _NEEDLES = ("rerun", "Unexpected result", "Possible ", "Correct result", "Traceback", "out of memory",

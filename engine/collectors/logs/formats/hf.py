@@ -13,9 +13,9 @@ import math
 import re
 from pathlib import Path
 
-from engine.collectors.logs.formats.base import Item, LineParser
-from engine.collectors.logs.model import Record, parse_num
-from engine.errors import Warnings
+from precdx.collectors.logs.formats.base import Item, LineParser
+from precdx.collectors.logs.model import Record, parse_num
+from precdx.errors import Warnings
 
 DICT = re.compile(r"\{'[^{}]*\}")
 PAIR = re.compile(r"'([^']+)':\s*'?([^,'}]*)'?")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from engine.collectors.logs.formats.base import Item, LineParser
-from engine.collectors.logs.model import NUM, Record, parse_int, parse_num
+from precdx.collectors.logs.formats.base import Item, LineParser
+from precdx.collectors.logs.model import NUM, Record, parse_int, parse_num
 
 HEADER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 VALIDATION = re.compile(r"validation loss at iteration\s+(\d+)[^|]*\|\s*lm loss value:\s*(" + NUM + ")")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from engine.collectors.logs.formats.base import Item, LineParser
-from engine.collectors.logs.model import NUM, Record, parse_num
+from precdx.collectors.logs.formats.base import Item, LineParser
+from precdx.collectors.logs.model import NUM, Record, parse_num
 
 NANOGPT_ITER = re.compile(r"\biter (\d+): loss (" + NUM + r"), time")
 NANOGPT_EVAL = re.compile(r"\bstep (\d+): train loss (" + NUM + r"), val loss (" + NUM + ")")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from engine.collectors.logs.formats.base import Item, LineParser
-from engine.collectors.logs.model import Record, parse_num
+from precdx.collectors.logs.formats.base import Item, LineParser
+from precdx.collectors.logs.model import Record, parse_num
 
 PIPE = re.compile(r"Training epoch (\d+), iteration (\d+)/(\d+)")
 POSTFIX = re.compile(r"([A-Za-z_][\w/]*)=([^,\]\s]+)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from engine.collectors.logs.formats.base import Item, LineParser
-from engine.collectors.logs.model import Record, parse_num
+from precdx.collectors.logs.formats.base import Item, LineParser
+from precdx.collectors.logs.model import Record, parse_num
 
 HEADER = re.compile(r"\[step=(\d+)/(?:\d+|\?\?\?),epoch=(\d+)")
 BODY = re.compile(r"^\s{2,}([^=]+?)=(\S+)\s*$")

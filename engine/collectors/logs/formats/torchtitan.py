@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from engine.collectors.logs.formats.base import Item, LineParser
-from engine.collectors.logs.model import NUM, Record, parse_num
+from precdx.collectors.logs.formats.base import Item, LineParser
+from precdx.collectors.logs.model import NUM, Record, parse_num
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 STEP = re.compile(r"(validate )?step:\s*(\d+)\s+loss:\s*(" + NUM + r")\s+(?:grad_norm:\s*(" + NUM + r")\s+)?"
