@@ -38,6 +38,20 @@ SLOW_ELSEWHERE = {
     "tests/service/test_sessions.py::test_store_round_trip_update_expiry_and_isolation[postgresql]": "PostgreSQL",
     "tests/service/test_sessions.py::test_concurrent_turns_are_serialised[postgresql]": "PostgreSQL",
     "tests/service/test_sessions.py::test_two_service_instances_share_sessions_on_postgresql": "PostgreSQL",
+    # whole modules that cost the fast lane seconds each (measured with --durations=0 on an idle
+    # 2-core machine); they run in `make test` and CI like every other test
+    "tests/collectors/logs/test_logs_blocks.py": "block reader == per-line reader on every excerpt, block size, thread count",
+    "tests/corpus/test_corpus.py": "reads the whole shared log corpus",
+    "tests/service/test_chat_api.py": "runs the real CLI and the service on scenario facts",
+    "tests/service/test_chat_sessions.py": "archive uploads into sessions",
+    "tests/service/test_chat.py": "renders every chat format for several scenarios and languages",
+    "tests/test_end_to_end.py": "diagnoses every shared scenario on both engines",
+    "tests/test_html_report.py": "headless Chromium",
+    "tests/test_package_name.py": "builds wheels and runs the CLI in subprocesses",
+    "tests/collectors/msprobe/test_split_equivalence.py": "dump split across processes against the reference",
+    "tests/planner/test_consult.py": "runs `precdx ask` in subprocesses",
+    "tests/cli/test_cli_edges.py": "runs the real command for every CLI edge",
+    "tests/test_api.py": "the service and the MCP server answer as the API",
 }
 
 
