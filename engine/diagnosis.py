@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from precdx import __version__
 from precdx.errors import Warnings
+from precdx.experiments import DIFF_TYPES
 from precdx.facts import Fact, FactSet
 from precdx.matching import compile_matcher
 from precdx.matching.base import Firing
@@ -316,17 +317,6 @@ PROVISIONAL_MIN_STEPS = 5    # below this nothing is compared enough to say "ali
 
 
 SHADOWED = 0.5               # a category-wide checklist rule whose difference a knob-specific rule explains
-_DIFF_FIELDS = {"config_diff": "name", "env_diff": "name", "library_diff": "package"}
-
-
-def _pattern_by_alias(rule: CompiledRule) -> dict[str, Any]:
-    when = rule.rule.when
-    out: dict[str, Any] = {}
-    for i, p in enumerate(when.all):
-        out[p.alias or f"_p{i}"] = p
-    for i, p in enumerate(when.any):
-        out[p.alias or f"_p{len(when.all) + i}"] = p
-    return out
 
 
 def _shadowed_firings(firings: list[Firing], by_id: dict, fact_list: list[Fact]) -> set[int]:
@@ -340,14 +330,15 @@ def _shadowed_firings(firings: list[Firing], by_id: dict, fact_list: list[Fact])
         rule = by_id[firing.rule_id]
         if rule.rule.stage != "checklist" or not rule.rule.failure_modes or rule.rule.symptom:
             continue
-        patterns = _pattern_by_alias(rule)
+        # the compiled alternative that fired names its patterns as the bindings do
+        patterns = {p.alias: p for p in rule.alternatives[firing.alternative].positives}
         bound_named, bound_generic = set(), set()
         for alias, idx in firing.bindings:
-            field = _DIFF_FIELDS.get(getattr(fact_list[idx], "type", None))
+            field = DIFF_TYPES.get(getattr(fact_list[idx], "type", None))
             pat = patterns.get(alias)
             if field is None or pat is None:
                 continue
-            (bound_named if field in pat.where else bound_generic).add(idx)
+            (bound_named if any(t.field == field for t in pat.tests) else bound_generic).add(idx)
         for idx in bound_named:
             named.setdefault(idx, set()).update(rule.rule.failure_modes)
         if bound_generic and not bound_named:
@@ -381,12 +372,12 @@ def _mechanism_fit(modes: list[str], profile: Any, kb: dict) -> dict[str, float]
 def _not_a_difference(fact: Fact, warnings: Warnings) -> bool:
     """A config/env/library difference whose two sides hold the same value contradicts itself
     (hand-written facts, a bot's payload): it is named in the warnings and left out."""
-    if getattr(fact, "type", None) not in _DIFF_FIELDS or getattr(fact, "presence", "both") != "both":
+    if getattr(fact, "type", None) not in DIFF_TYPES or getattr(fact, "presence", "both") != "both":
         return False
     b, t = getattr(fact, "baseline", None), getattr(fact, "target", None)
     if b is None or t is None or str(b).strip().lower() != str(t).strip().lower():
         return False
-    field = _DIFF_FIELDS[fact.type]
+    field = DIFF_TYPES[fact.type]
     warnings.add(f"{fact.type} '{getattr(fact, field, '')}' has the same value on both sides ({t}): "
                  f"not a difference, left out", path=getattr(fact, "source", None), source="diagnosis")
     return True
