@@ -373,7 +373,7 @@ def test_a_timed_out_diagnosis_gives_its_slot_back(tmp_path):
     env = {"PRECDX_MAX_JOBS": "1", "PRECDX_REQUEST_TIMEOUT": "2"}
     server = Server(f"sqlite:///{tmp_path / 's.db'}", workers=1, env=env)
     try:
-        case = _slow_case(100_000)
+        case = _slow_case(400_000)
         started = time.monotonic()
         r = httpx.post(server.url + "/v1/diagnose", content=case, headers={"content-type": "application/gzip"},
                        timeout=60)
