@@ -39,6 +39,7 @@ from precdx.collectors.logs.formats.base import LineParser
 from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, HEADER, MegatronParser
 from precdx.collectors.logs.model import Record, Rows, parse_num
 from precdx.collectors.logs.reader import (BINARY_SNIFF, MAX_LINE, Dispatcher, ReadStats, iter_log, looks_binary)
+from precdx.collectors.logs import native
 from precdx.compression import open_binary
 
 try:
@@ -175,6 +176,8 @@ class _Reader:
         self.lineno = 0  # lines before the current block
         self.layouts: list[_Layout] = []  # most recently used first; shared by the scan threads
         self.lock = threading.Lock()
+        # the compiled kernels (native/scan.c) when they can be had, else numpy does the same work
+        self.kern = native.kernels() if plan.megatron is not None else None
 
     # -- the per-line reader's cuts ------------------------------------------------------------
     def run(self, fh, block: int) -> None:
@@ -192,22 +195,36 @@ class _Reader:
 
         rest = b""
         skipping = False
+        readinto = getattr(fh, "readinto", None)
         try:
             while True:
-                chunk = fh.read(block)
-                if not chunk:
+                # The carried head of a line, then the next chunk read in after it (no copy of
+                # the chunk: the block is a bytearray the scan reads in place).
+                head = len(rest)
+                buf = bytearray(head + block)
+                buf[:head] = rest
+                if readinto is not None:
+                    got = readinto(memoryview(buf)[head:])
+                else:
+                    chunk = fh.read(block)
+                    got = len(chunk)
+                    buf[head:head + got] = chunk
+                if not got:
                     break
-                stats.bytes += len(chunk)
-                data = rest + chunk if rest else chunk
-                cut = data.rfind(b"\n")
+                if got < block:
+                    del buf[head + got:]
+                stats.bytes += got
+                cut = buf.rfind(b"\n", head)  # (`rest` holds no newline)
                 if cut < 0:
-                    rest = b"" if skipping else data
+                    rest = b"" if skipping else bytes(buf)
                     if len(rest) > MAX_LINE:
                         stats.cut_lines += 1
                         push(("cut", [rest[:MAX_LINE].decode("utf-8", errors="replace")]))
                         rest, skipping = b"", True
                     continue
-                body, rest = data[:cut + 1], data[cut + 1:]
+                rest = bytes(buf[cut + 1:])
+                del buf[cut + 1:]
+                body = buf
                 if skipping:  # the tail of an over-long line ends here
                     body = body[body.find(b"\n") + 1:]
                     skipping = False
@@ -251,17 +268,24 @@ class _Reader:
         its lines, the Megatron rows read in columns, the other lines holding a trigger. A
         block with a line to cut comes back as its lines' texts, as the per-line reader reads them."""
         a = np.frombuffer(body, dtype=np.uint8)
-        nl = np.flatnonzero(a == 10)
-        n = int(nl.size)
-        starts = np.empty(n, dtype=np.int64)
-        starts[0] = 0
-        starts[1:] = nl[:-1] + 1
-        if int((nl - starts).max()) > MAX_LINE:
+        kern = self.kern
+        cand = None
+        if kern is not None:  # lines, their ends and the Megatron candidates in one compiled pass
+            starts, nl, cand, longest = native.lines(kern, body, a.ctypes.data)
+            n = int(nl.size)
+        else:
+            nl = np.flatnonzero(a == 10)
+            n = int(nl.size)
+            starts = np.empty(n, dtype=np.int64)
+            starts[0] = 0
+            starts[1:] = nl[:-1] + 1
+            longest = int((nl - starts).max())
+        if longest > MAX_LINE:
             texts = body[:-1].decode("utf-8", errors="replace").split("\n")
             return texts  # cut in _merge (it counts)
         rows, row_idx = (None, np.zeros(0, dtype=np.int64))
         if self.plan.megatron is not None:
-            rows, row_idx = self._megatron(body, a, starts, nl)
+            rows, row_idx = self._megatron(body, a, starts, nl, cand)
         fast = np.zeros(n, dtype=bool)
         fast[row_idx] = True
         return _Scan(body, starts, nl, rows, row_idx, fast, self._with_triggers(body, starts, nl, fast))
@@ -344,21 +368,28 @@ class _Reader:
         return others[hit]
 
     # -- Megatron iteration lines in columns -----------------------------------------------------
-    def _megatron(self, body: bytes, a: np.ndarray, starts: np.ndarray, nl: np.ndarray
-                  ) -> tuple[Rows | None, np.ndarray]:
-        pipes = np.flatnonzero(a == 124)
+    def _megatron(self, body: bytes, a: np.ndarray, starts: np.ndarray, nl: np.ndarray,
+                  cand_mask: np.ndarray | None = None) -> tuple[Rows | None, np.ndarray]:
         none = (None, np.zeros(0, dtype=np.int64))
-        if pipes.size == 0:
+        if len(body) < 8:
             return none
-        first = np.searchsorted(pipes, starts)
-        npipes = np.searchsorted(pipes, nl) - first
-        ends_pipe = a[np.maximum(nl - 1, 0)] == 124
-        cand = np.flatnonzero(ends_pipe & (npipes >= 2) & (nl > starts))
-        if cand.size == 0:
-            return none
-        words = np.ndarray((len(body) - 7,), dtype="<u8", buffer=body, strides=(1,)) if len(body) >= 8 else None
-        if words is None:
-            return none
+        if cand_mask is not None:  # the compiled path: candidates found with the lines
+            cand = np.flatnonzero(cand_mask)
+            if cand.size == 0:
+                return none
+            ctx = ("native", body, a.ctypes.data, starts, nl)
+        else:
+            pipes = np.flatnonzero(a == 124)
+            if pipes.size == 0:
+                return none
+            first = np.searchsorted(pipes, starts)
+            npipes = np.searchsorted(pipes, nl) - first
+            ends_pipe = a[np.maximum(nl - 1, 0)] == 124
+            cand = np.flatnonzero(ends_pipe & (npipes >= 2) & (nl > starts))
+            if cand.size == 0:
+                return none
+            words = np.ndarray((len(body) - 7,), dtype="<u8", buffer=body, strides=(1,))
+            ctx = ("numpy", body, a, words, pipes, first, npipes, starts)
         parts: list[tuple[np.ndarray, dict]] = []
         remaining = cand
         used: list[_Layout] = []
@@ -367,7 +398,7 @@ class _Reader:
         for lay in known:
             if remaining.size == 0:
                 break
-            got, remaining = self._match(lay, body, a, words, pipes, first, npipes, starts, remaining)
+            got, remaining = self._match(lay, ctx, remaining)
             if got is not None:
                 parts.append(got)
                 used.append(lay)
@@ -379,7 +410,7 @@ class _Reader:
             if lay is None:
                 remaining = remaining[1:]
                 continue
-            got, remaining = self._match(lay, body, a, words, pipes, first, npipes, starts, remaining)
+            got, remaining = self._match(lay, ctx, remaining)
             remaining = remaining[remaining != i]  # (it matches its own layout; never loop on it)
             if got is not None:
                 parts.append(got)
@@ -392,10 +423,13 @@ class _Reader:
             del self.layouts[MAX_LAYOUTS:]
         if not parts:
             return none
-        idx = np.concatenate([p[0] for p in parts])
-        order = np.argsort(idx, kind="stable")
-        idx = idx[order]
-        cols = {k: np.concatenate([p[1][k] for p in parts])[order] for k in parts[0][1]}
+        if len(parts) == 1:  # one layout in the block (the usual case): already in line order
+            idx, cols = parts[0]
+        else:
+            idx = np.concatenate([p[0] for p in parts])
+            order = np.argsort(idx, kind="stable")
+            idx = idx[order]
+            cols = {k: np.concatenate([p[1][k] for p in parts])[order] for k in parts[0][1]}
         line = idx.copy()  # block-relative here; _merge adds the block's first line
         extra = {k: cols[k] for k in ("total_steps", "global_batch_size", "consumed_samples", "consumed_tokens")}
         rows = Rows("megatron", line, cols["step"], cols["loss"], cols["has_loss"], cols["loss_missing"],
@@ -403,9 +437,65 @@ class _Reader:
                     cols["nan_iters"], False, extra)
         return rows, idx
 
-    def _match(self, lay: "_Layout", body: bytes, a: np.ndarray, words: np.ndarray, pipes: np.ndarray,
-               first: np.ndarray, npipes: np.ndarray, starts: np.ndarray, remaining: np.ndarray):
+    def _match(self, lay: "_Layout", ctx: tuple, remaining: np.ndarray):
         """The rows among `remaining` laid out as `lay`, read; and the rest of `remaining`."""
+        if ctx[0] == "native":
+            return self._match_native(lay, *ctx[1:], remaining)
+        return self._match_numpy(lay, *ctx[1:], remaining)
+
+    def _match_native(self, lay: "_Layout", body: bytes, address: int, starts: np.ndarray, nl: np.ndarray,
+                      remaining: np.ndarray):
+        """`_match_numpy` in one compiled pass over the lines (native/scan.c: pdx_match)."""
+        n = int(remaining.size)
+        nseg = lay.npipes - 1
+        rem = np.ascontiguousarray(remaining, dtype=np.int64)
+        status = np.empty(n, dtype=np.int8)
+        vals = np.empty((n, nseg), dtype=np.float64)
+        vslow = np.zeros((n, nseg), dtype=np.uint8)
+        counters = np.empty((n, 2), dtype=np.int64)
+        p, kern = native.ptr, self.kern
+        hits = kern.match(address, p(starts), p(nl), p(rem), n, lay.head, lay.kind, lay.head_len, lay.key_blob,
+                          p(lay.key_off), nseg, lay.w1[0], lay.w1[1], lay.w2[0], lay.w2[1],
+                          p(status, native._i8p), p(vals, native._f64p), p(vslow, native._u8p), p(counters))
+        if hits == 0:
+            return None, remaining
+        if hits == n and (status == 1).all():  # every candidate read (the usual case): no copies
+            sel, rest, slow = rem, rem[:0], vslow
+        else:
+            matched = status > 0
+            rest = rem[~matched]  # matched rows are done with, read or not
+            keep = status == 1
+            if not keep.any():
+                return None, rest
+            sel, vals, slow, counters = rem[keep], vals[keep], vslow[keep], counters[keep]
+        has = np.ones((sel.size, nseg), dtype=bool)
+        keep = np.ones(sel.size, dtype=bool)
+        if slow.any():  # spellings the kernel leaves to the shared number grammar (rare)
+            relevant = self.plan.relevant_text
+            for r, k in zip(*np.nonzero(slow)):
+                i = int(sel[r])
+                line = body[int(starts[i]):int(nl[i])]
+                at = -1
+                for _ in range(k + 1):
+                    at = line.index(b"|", at + 1)
+                text = line[at + int(lay.key_len[k]):line.index(b"|", at + 1)].decode("utf-8", errors="replace")
+                if any(t in text for t in relevant):
+                    keep[r] = False
+                    continue
+                v = parse_num(text)
+                if v is None:
+                    has[r, k] = False
+                    vals[r, k] = np.nan
+                else:
+                    vals[r, k] = v
+            if not keep.all():
+                sel, vals, has, counters = sel[keep], vals[keep], has[keep], counters[keep]
+            if sel.size == 0:
+                return None, rest
+        return (sel, self._columns(lay, sel.size, vals, has, counters[:, 0], counters[:, 1])), rest
+
+    def _match_numpy(self, lay: "_Layout", body: bytes, a: np.ndarray, words: np.ndarray, pipes: np.ndarray,
+                     first: np.ndarray, npipes: np.ndarray, starts: np.ndarray, remaining: np.ndarray):
         sel = remaining[npipes[remaining] == lay.npipes]
         if sel.size == 0 or len(body) < lay.min_len:
             return None, remaining
@@ -435,7 +525,12 @@ class _Reader:
             sel, vals, has, step, total = sel[keep], vals[keep], has[keep], step[keep], total[keep]
         if sel.size == 0:
             return None, rest
-        m = sel.size
+        return (sel, self._columns(lay, sel.size, vals, has, step, total)), rest
+
+    @staticmethod
+    def _columns(lay: "_Layout", m: int, vals: np.ndarray, has: np.ndarray, step: np.ndarray,
+                 total: np.ndarray) -> dict:
+        """The Rows columns of `m` rows of one layout from their values (what was printed)."""
         nan = np.full(m, np.nan)
         no = np.zeros(m, dtype=bool)
 
@@ -460,7 +555,7 @@ class _Reader:
         for name in ("global_batch_size", "consumed_samples", "consumed_tokens"):
             v, h = col(name)
             out[name] = np.where(h, v, np.nan)
-        return (sel, out), rest
+        return out
 
     def _values(self, body: bytes, a: np.ndarray, pm: np.ndarray, lay: "_Layout"):
         """The numbers of the rows, cast in bulk: every value (numbers, printed-as-a-number mask),
@@ -543,7 +638,10 @@ class _Layout:
         self.w_mask = np.zeros(0, dtype=np.uint64)  # which bytes count,
         self.w_val = np.zeros(0, dtype=np.uint64)   # and the bytes expected
         self.keys: list = []       # per segment: its key (from the pipe to the colon) as a numpy void
-        self.padded = np.zeros(0, dtype=bool)  # per segment: the value was padded with spaces
+        self.head = b""           # the compiled matcher's view: head bytes, per byte 0 fixed /
+        self.kind = b""           # 1 digit / 2 counter window, and the keys end to end with offsets
+        self.key_blob = b""
+        self.key_off = np.zeros(1, dtype=np.int64)
 
     @classmethod
     def learn(cls, line: bytes, plan: _Plan) -> "_Layout | None":
@@ -606,8 +704,10 @@ class _Layout:
         segs, offs, masks, vals = [], [], [], []
         _words(head, [not w for w in wild], -p0, 0, segs, offs, masks, vals)
         lay.keys = [np.frombuffer(k.encode("ascii"), dtype=f"V{len(k)}")[0] for k in keys]
-        lay.padded = np.array([len(seg) - len(seg.lstrip(" ")) > 1 or len(seg) - len(seg.rstrip(" ")) > 1
-                               for seg in (text[pipes[k] + 1 + len(keys[k]):pipes[k + 1]] for k in range(len(keys)))])
+        lay.head = bytes(head)  # for the compiled matcher: the head, what each byte of it must be,
+        lay.kind = bytes(0 if not w else 1 if w == "d" else 2 for w in wild)
+        lay.key_blob = "".join(keys).encode("ascii")  # and the keys end to end
+        lay.key_off = np.concatenate([[0], np.cumsum([len(k) for k in keys])]).astype(np.int64)
         lay.w_off = np.array(offs, dtype=np.int64)
         lay.w_mask = np.array(masks, dtype=np.uint64)
         lay.w_val = np.array(vals, dtype=np.uint64)

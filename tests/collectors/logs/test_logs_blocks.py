@@ -59,10 +59,15 @@ def _assert_same(path: Path, block: int = 1 << 22, parsers=None) -> ReadStats:
     return stats
 
 
-@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
+@pytest.fixture(params=[(1, "native"), (2, "native"), (1, "numpy"), (2, "numpy")],
+                ids=["1-thread", "2-threads", "1-thread-numpy", "2-threads-numpy"])
 def threads(request, monkeypatch):
-    monkeypatch.setattr(blocks, "THREADS", request.param)
-    return request.param
+    """Thread count, and which path reads the Megatron lines: the compiled kernels (scan.c, when a
+    C compiler is there) or numpy (PRECDX_NATIVE=0): both must give the per-line reader's result."""
+    n, path = request.param
+    monkeypatch.setattr(blocks, "THREADS", n)
+    monkeypatch.setenv("PRECDX_NATIVE", "1" if path == "native" else "0")
+    return n
 
 
 def _excerpts() -> list[Path]:
@@ -335,15 +340,20 @@ def test_random_mixtures(tmp_path: Path) -> None:
     @hypothesis.given(picks=st.lists(st.tuples(st.integers(0, len(_POOL) - 1), st.integers(1, 400)),
                                      min_size=1, max_size=120),
                       block=st.sampled_from([64, 200, 1000, 1 << 22]), threads=st.sampled_from([1, 2]),
-                      end=st.sampled_from(["\n", ""]))
-    def check(picks, block, threads, end):
+                      end=st.sampled_from(["\n", ""]), compiled=st.booleans())
+    def check(picks, block, threads, end, compiled):
         path = tmp_path / "mix.log"
         path.write_text("\n".join(_POOL[i](s) for i, s in picks) + end, encoding="utf-8")
-        old = blocks.THREADS
+        old, old_env = blocks.THREADS, os.environ.get("PRECDX_NATIVE")
         blocks.THREADS = threads
+        os.environ["PRECDX_NATIVE"] = "1" if compiled else "0"
         try:
             _assert_same(path, block)
         finally:
             blocks.THREADS = old
+            if old_env is None:
+                os.environ.pop("PRECDX_NATIVE", None)
+            else:
+                os.environ["PRECDX_NATIVE"] = old_env
 
     check()

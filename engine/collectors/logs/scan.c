@@ -1,0 +1,229 @@
+/* The block reader's compiled kernels (issue 17): the byte work on one block of whole lines that
+ * numpy does in several passes, done in one pass per line. Loaded with ctypes (no Python API, so
+ * the GIL is released while a kernel runs and two blocks are scanned on two cores). Built on
+ * first use by precdx.collectors.logs.native (native.py); every result is the same as the numpy path's
+ * (tests compare the two), which stays the reference when no C compiler is there.
+ *
+ * A block is `b[0:n]`, whole lines each ending with '\n'. Lines are [start, end) with b[end] the
+ * newline. Numbers: a kernel only reads a value itself when it can give exactly what Python's
+ * float() gives (a plain decimal of at most 15 significant digits and a power of ten up to 22:
+ * one correctly rounded IEEE operation on two exact doubles); any other spelling is flagged and
+ * read by the caller with the shared number grammar.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#define PIPE '|'
+
+/* Line starts and ends (the newline's offset) of the block, for up to `cap` lines; cand[i] = 1
+ * when line i can be a Megatron iteration line read in columns (not empty, ends with a pipe,
+ * holds another pipe). *longest: the longest line's length (bytes before its newline). Returns
+ * the number of lines, or -(the number of lines) when there are more than `cap` (nothing past
+ * `cap` written: call again with room for them all). */
+int64_t pdx_lines(const uint8_t *b, int64_t n, int64_t cap, int64_t *starts, int64_t *ends, uint8_t *cand,
+                  int64_t *longest) {
+    int64_t i = 0, most = 0, s = 0;
+    while (s < n) {
+        const uint8_t *q = memchr(b + s, '\n', (size_t)(n - s));
+        if (!q) break;
+        int64_t e = (int64_t)(q - b);
+        if (i < cap) {
+            starts[i] = s;
+            ends[i] = e;
+            cand[i] = e > s && b[e - 1] == PIPE && e - 1 > s && memchr(b + s, PIPE, (size_t)(e - 1 - s)) != NULL;
+        }
+        if (e - s > most) most = e - s;
+        i++;
+        s = e + 1;
+    }
+    *longest = most;
+    return i <= cap ? i : -i;
+}
+
+static const double P10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+#define DIGIT(c) ((unsigned)((c) - '0') <= 9u)
+
+/* A value between its key and the next pipe, spaces trimmed: 1 and *out when it is a plain
+ * decimal read exactly here, 0 for anything else (the caller reads it). */
+static int read_value(const uint8_t *s, const uint8_t *e, double *out) {
+    while (s < e && *s == ' ') s++;
+    while (e > s && e[-1] == ' ') e--;
+    if (s == e) return 0;
+    int neg = 0;
+    if (*s == '+' || *s == '-') {
+        neg = *s == '-';
+        s++;
+    }
+    uint64_t m = 0;
+    int nd = 0, exp10 = 0, any = 0;
+    while (s < e && DIGIT(*s)) {
+        any = 1;
+        if (m != 0 || *s != '0') {
+            if (++nd > 15) return 0;
+            m = m * 10 + (uint64_t)(*s - '0');
+        }
+        s++;
+    }
+    if (s < e && *s == '.') {
+        s++;
+        while (s < e && DIGIT(*s)) {
+            any = 1;
+            if (m != 0 || *s != '0') {
+                if (++nd > 15) return 0;
+                m = m * 10 + (uint64_t)(*s - '0');
+            }
+            exp10--;
+            s++;
+        }
+    }
+    if (!any) return 0;
+    if (s < e && (*s == 'e' || *s == 'E')) {
+        s++;
+        int eneg = 0;
+        if (s < e && (*s == '+' || *s == '-')) {
+            eneg = *s == '-';
+            s++;
+        }
+        if (s == e || !DIGIT(*s)) return 0;
+        int x = 0;
+        while (s < e && DIGIT(*s)) {
+            if (x < 100000) x = x * 10 + (*s - '0');
+            s++;
+        }
+        exp10 += eneg ? -x : x;
+    }
+    if (s != e) return 0;
+    double v;
+    if (m == 0) {
+        v = 0.0;
+    } else {
+        if (exp10 < -22 || exp10 > 22) return 0;
+        v = exp10 < 0 ? (double)m / P10[-exp10] : (double)m * P10[exp10];
+    }
+    *out = neg ? -v : v;
+    return 1;
+}
+
+/* A step/total counter window, spaces trimmed: plain digits, no sign, no leading zero, below
+ * 2^53. 1 and *out when so. */
+static int read_counter(const uint8_t *s, const uint8_t *e, int64_t *out) {
+    while (s < e && *s == ' ') s++;
+    while (e > s && e[-1] == ' ') e--;
+    int64_t len = e - s;
+    if (len <= 0 || len > 16 || (len > 1 && *s == '0')) return 0;
+    uint64_t v = 0;
+    for (; s < e; s++) {
+        if (!DIGIT(*s)) return 0;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    if (v >= (UINT64_C(1) << 53)) return 0;
+    *out = (int64_t)v;
+    return 1;
+}
+
+/* The candidate lines idx[0:ncand] laid out as one learnt Megatron layout, read.
+ *
+ * The layout: the head (line start to the first pipe, head_len bytes) with kind[j] 0 for a byte
+ * that must equal head[j], 1 for a digit, 2 for a byte of a counter window (read below); then
+ * nseg segments `|key value`, key k being keys[key_off[k]:key_off[k+1]] (through its colon),
+ * the last followed by the pipe that ends the line. Counter windows are [w1a, w1b) and
+ * [w2a, w2b) relative to the first pipe; the byte at w1a must be a space (`iteration\s+`).
+ *
+ * status[r]: 0 not this layout; 1 read (vals/vslow/counters filled); 2 this layout but a
+ * counter is not plain (the line goes to the per-line parsers). vslow[r*nseg+k] = 1: value k
+ * is not a plain decimal read here (the caller reads it). Returns the lines of this layout. */
+int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t ncand,
+                  const uint8_t *head, const uint8_t *kind, int64_t head_len, const uint8_t *keys,
+                  const int64_t *key_off, int64_t nseg, int64_t w1a, int64_t w1b, int64_t w2a, int64_t w2b,
+                  int8_t *status, double *vals, uint8_t *vslow, int64_t *counters) {
+    int64_t hits = 0;
+    /* The head checked 8 bytes at a time (heads of 8 bytes or more; the last word ends with the
+     * head): fixed bytes equal, digit wildcards digits (per byte y = c ^ '0' is a digit iff its
+     * high nibble is 0 and its low nibble + 6 does not carry into bit 4). */
+    enum { MAXW = 64 };
+    uint64_t wfix[MAXW], wval[MAXW], wdig[MAXW];
+    int64_t woff[MAXW];
+    int64_t nw = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const int words = 1;
+#else
+    const int words = 0; /* the masks below are laid out little-endian: bytes one at a time */
+#endif
+    if (words && head_len >= 8 && head_len <= 8 * MAXW) {
+        for (int64_t off = 0; off < head_len; off += 8) {
+            int64_t o = off + 8 <= head_len ? off : head_len - 8;
+            uint64_t fx = 0, vl = 0, dg = 0;
+            for (int j = 0; j < 8; j++) {
+                uint8_t k = kind[o + j];
+                if (k == 0) {
+                    fx |= (uint64_t)0xFF << (8 * j);
+                    vl |= (uint64_t)head[o + j] << (8 * j);
+                } else if (k == 1) {
+                    dg |= (uint64_t)0xFF << (8 * j);
+                }
+            }
+            woff[nw] = o;
+            wfix[nw] = fx;
+            wval[nw] = vl;
+            wdig[nw] = dg;
+            nw++;
+        }
+    }
+    const uint64_t ONES_30 = UINT64_C(0x3030303030303030), HI = UINT64_C(0xF0F0F0F0F0F0F0F0),
+                   LO = UINT64_C(0x0F0F0F0F0F0F0F0F), SIX = UINT64_C(0x0606060606060606),
+                   B4 = UINT64_C(0x1010101010101010);
+    for (int64_t r = 0; r < ncand; r++) {
+        int64_t i = idx[r];
+        int64_t s = starts[i], e = ends[i];
+        status[r] = 0;
+        if (e - s <= head_len) continue;
+        int64_t p0 = s + head_len;
+        if (b[p0] != PIPE || memchr(b + s, PIPE, (size_t)head_len) != NULL) continue;
+        int ok = 1;
+        if (nw) {
+            for (int64_t w = 0; w < nw; w++) {
+                uint64_t x;
+                memcpy(&x, b + s + woff[w], 8);
+                uint64_t y = x ^ ONES_30;
+                if (((x ^ wval[w]) & wfix[w]) | (((y & HI) | (((y & LO) + SIX) & B4)) & wdig[w])) { ok = 0; break; }
+            }
+        } else {
+            for (int64_t j = 0; j < head_len; j++) {
+                uint8_t c = b[s + j];
+                if (kind[j] == 0) {
+                    if (c != head[j]) { ok = 0; break; }
+                } else if (kind[j] == 1) {
+                    if (!DIGIT(c)) { ok = 0; break; }
+                }
+            }
+        }
+        if (!ok || b[p0 + w1a] != ' ') continue;
+        int64_t pos = p0;
+        double *v = vals + r * nseg;
+        uint8_t *slow = vslow + r * nseg;
+        for (int64_t k = 0; k < nseg; k++) {
+            int64_t klen = key_off[k + 1] - key_off[k];
+            if (pos + 1 + klen > e || memcmp(b + pos + 1, keys + key_off[k], (size_t)klen) != 0) { ok = 0; break; }
+            int64_t vs = pos + 1 + klen;
+            const uint8_t *q = memchr(b + vs, PIPE, (size_t)(e - vs));
+            if (!q) { ok = 0; break; }
+            int64_t ve = (int64_t)(q - b);
+            slow[k] = (uint8_t)!read_value(b + vs, b + ve, v + k);
+            pos = ve;
+        }
+        if (!ok || pos != e - 1) continue;
+        hits++;
+        if (!read_counter(b + p0 + w1a, b + p0 + w1b, counters + 2 * r)
+            || !read_counter(b + p0 + w2a, b + p0 + w2b, counters + 2 * r + 1)) {
+            status[r] = 2;
+            continue;
+        }
+        status[r] = 1;
+    }
+    return hits;
+}
+
+/* One value as pdx_match reads it (for tests): 1 and *out when read here, else 0. */
+int pdx_number(const uint8_t *s, int64_t n, double *out) { return read_value(s, s + n, out); }
