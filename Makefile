@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml
 	# CPU build of torch (a bare `torch` requirement would pull a multi-GB CUDA build)
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[serve,test,tracking,wandb,zstd,mcp]'
+	# the block reader's C kernels (logs/scan.c; without a C compiler numpy does the same work)
+	$(BIN)/python -m precdx.collectors.logs.native
 	touch $(STAMP)
 
 demo: setup

@@ -533,10 +533,15 @@ class _Reader:
         """The Rows columns of `m` rows of one layout from their values (what was printed)."""
         nan = np.full(m, np.nan)
         no = np.zeros(m, dtype=bool)
+        every = has.all(axis=0)  # per value: printed as a number on every row (the usual case)
 
         def col(name: str) -> tuple[np.ndarray, np.ndarray]:
             k = lay.field.get(name)
             return (nan, no) if k is None else (vals[:, k], has[:, k])
+
+        def printed(v: np.ndarray, h: np.ndarray, name: str) -> np.ndarray:
+            k = lay.field.get(name)
+            return np.ascontiguousarray(v) if k is not None and every[k] else np.where(h, v, np.nan)
 
         loss, has_loss = col("loss")
         gn, has_gn = col("grad_norm")
@@ -547,14 +552,14 @@ class _Reader:
         with np.errstate(invalid="ignore"):
             skipped = np.where(has_sk & np.isfinite(skipped), np.trunc(skipped), np.nan)
             nan_iters = np.where(has_nan & np.isfinite(nan_iters), np.trunc(nan_iters), np.nan)
-        out = {"step": step, "loss": np.where(has_loss, loss, np.nan), "has_loss": has_loss,
-               "loss_missing": ~has_loss & lay.after, "grad_norm": np.where(has_gn, gn, np.nan),
-               "has_grad_norm": has_gn, "lr": np.where(has_lr, lr, np.nan),
-               "loss_scale": np.where(has_scale, scale, np.nan), "skipped": skipped, "nan_iters": nan_iters,
+        out = {"step": step, "loss": printed(loss, has_loss, "loss"), "has_loss": has_loss,
+               "loss_missing": ~has_loss & lay.after, "grad_norm": printed(gn, has_gn, "grad_norm"),
+               "has_grad_norm": has_gn, "lr": printed(lr, has_lr, "lr"),
+               "loss_scale": printed(scale, has_scale, "loss_scale"), "skipped": skipped, "nan_iters": nan_iters,
                "total_steps": np.where(total > 0, total.astype(np.float64), np.nan)}
         for name in ("global_batch_size", "consumed_samples", "consumed_tokens"):
             v, h = col(name)
-            out[name] = np.where(h, v, np.nan)
+            out[name] = printed(v, h, name)
         return out
 
     def _values(self, body: bytes, a: np.ndarray, pm: np.ndarray, lay: "_Layout"):
