@@ -450,15 +450,16 @@ class _Reader:
         nseg = lay.npipes - 1
         rem = np.ascontiguousarray(remaining, dtype=np.int64)
         status = np.empty(n, dtype=np.int8)
-        vals = np.empty((n, nseg), dtype=np.float64)
+        vals = np.empty((nseg, n), dtype=np.float64)  # a column per key (unused ones never written)
         vslow = np.zeros((n, nseg), dtype=np.uint8)
         counters = np.empty((n, 2), dtype=np.int64)
         p, kern = native.ptr, self.kern
         hits = kern.match(address, p(starts), p(nl), p(rem), n, lay.head, lay.kind, lay.head_len, lay.key_blob,
-                          p(lay.key_off), nseg, lay.w1[0], lay.w1[1], lay.w2[0], lay.w2[1],
+                          p(lay.key_off), lay.used, nseg, lay.w1[0], lay.w1[1], lay.w2[0], lay.w2[1],
                           p(status, native._i8p), p(vals, native._f64p), p(vslow, native._u8p), p(counters))
         if hits == 0:
             return None, remaining
+        vals = vals.T  # (rows, keys) as the numpy path has them; columns stay contiguous
         if hits == n and (status == 1).all():  # every candidate read (the usual case): no copies
             sel, rest, slow = rem, rem[:0], vslow
         else:
@@ -647,6 +648,7 @@ class _Layout:
         self.kind = b""           # 1 digit / 2 counter window, and the keys end to end with offsets
         self.key_blob = b""
         self.key_off = np.zeros(1, dtype=np.int64)
+        self.used = b""           # per segment: 1 when the series reads its value
 
     @classmethod
     def learn(cls, line: bytes, plan: _Plan) -> "_Layout | None":
@@ -713,6 +715,7 @@ class _Layout:
         lay.kind = bytes(0 if not w else 1 if w == "d" else 2 for w in wild)
         lay.key_blob = "".join(keys).encode("ascii")  # and the keys end to end
         lay.key_off = np.concatenate([[0], np.cumsum([len(k) for k in keys])]).astype(np.int64)
+        lay.used = bytes(1 if k in lay.field.values() else 0 for k in range(len(keys)))  # keys read
         lay.w_off = np.array(offs, dtype=np.int64)
         lay.w_mask = np.array(masks, dtype=np.uint64)
         lay.w_val = np.array(vals, dtype=np.uint64)

@@ -106,6 +106,17 @@ static int read_value(const uint8_t *s, const uint8_t *e, double *out) {
     return 1;
 }
 
+/* A value nobody reads (a key the series does not keep): 1 when it is only what a plain number
+ * and its padding are made of (" 0123456789+-.eE"), so that it can hold no literal another
+ * parser needs; else 0 (the caller looks at it). */
+static int plain_chars(const uint8_t *s, const uint8_t *e) {
+    for (; s < e; s++) {
+        uint8_t c = *s;
+        if (!(DIGIT(c) || c == ' ' || c == '.' || c == '+' || c == '-' || c == 'e' || c == 'E')) return 0;
+    }
+    return 1;
+}
+
 /* A step/total counter window, spaces trimmed: plain digits, no sign, no leading zero, below
  * 2^53. 1 and *out when so. */
 static int read_counter(const uint8_t *s, const uint8_t *e, int64_t *out) {
@@ -132,11 +143,13 @@ static int read_counter(const uint8_t *s, const uint8_t *e, int64_t *out) {
  * [w2a, w2b) relative to the first pipe; the byte at w1a must be a space (`iteration\s+`).
  *
  * status[r]: 0 not this layout; 1 read (vals/vslow/counters filled); 2 this layout but a
- * counter is not plain (the line goes to the per-line parsers). vslow[r*nseg+k] = 1: value k
- * is not a plain decimal read here (the caller reads it). Returns the lines of this layout. */
+ * counter is not plain (the line goes to the per-line parsers). Values are stored by segment,
+ * vals[k*ncand + r] (a column per key), and read only where used[k]; vslow[r*nseg+k] = 1: value
+ * k is not a plain decimal read here (for an unused one: holds more than number characters),
+ * and the caller looks at it. Returns the lines of this layout. */
 int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t ncand,
                   const uint8_t *head, const uint8_t *kind, int64_t head_len, const uint8_t *keys,
-                  const int64_t *key_off, int64_t nseg, int64_t w1a, int64_t w1b, int64_t w2a, int64_t w2b,
+                  const int64_t *key_off, const uint8_t *used, int64_t nseg, int64_t w1a, int64_t w1b, int64_t w2a, int64_t w2b,
                   int8_t *status, double *vals, uint8_t *vslow, int64_t *counters) {
     int64_t hits = 0;
     /* The head checked 8 bytes at a time (heads of 8 bytes or more; the last word ends with the
@@ -201,7 +214,6 @@ int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, 
         }
         if (!ok || b[p0 + w1a] != ' ') continue;
         int64_t pos = p0;
-        double *v = vals + r * nseg;
         uint8_t *slow = vslow + r * nseg;
         for (int64_t k = 0; k < nseg; k++) {
             int64_t klen = key_off[k + 1] - key_off[k];
@@ -210,7 +222,10 @@ int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, 
             const uint8_t *q = memchr(b + vs, PIPE, (size_t)(e - vs));
             if (!q) { ok = 0; break; }
             int64_t ve = (int64_t)(q - b);
-            slow[k] = (uint8_t)!read_value(b + vs, b + ve, v + k);
+            if (used[k])
+                slow[k] = (uint8_t)!read_value(b + vs, b + ve, vals + k * ncand + r);
+            else
+                slow[k] = (uint8_t)!plain_chars(b + vs, b + ve);
             pos = ve;
         }
         if (!ok || pos != e - 1) continue;
