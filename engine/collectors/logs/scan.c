@@ -45,76 +45,91 @@ static const double P10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1
 
 #define DIGIT(c) ((unsigned)((c) - '0') <= 9u)
 
-/* A value between its key and the next pipe, spaces trimmed: 1 and *out when it is a plain
- * decimal read exactly here, 0 for anything else (the caller reads it). */
-static int read_value(const uint8_t *s, const uint8_t *e, double *out) {
-    while (s < e && *s == ' ') s++;
-    while (e > s && e[-1] == ' ') e--;
-    if (s == e) return 0;
+/* The value that starts at s, read up to the pipe that ends it (never past e): returns the pipe
+ * (NULL when the line has none), with *exact 1 and *out when the value, spaces trimmed, is a
+ * plain decimal ([+-]digits[.digits][(e|E)[+-]digits], at most 15 significant digits, a power
+ * of ten within 10^+-22) read exactly, else *exact 0 (the caller reads it). One pass: the number is parsed as it is
+ * scanned, and memchr finds the pipe only after a value it could not read. */
+static const uint8_t *scan_value(const uint8_t *s, const uint8_t *e, double *out, int *exact) {
+    const uint8_t *p = s;
+    *exact = 0;
+    while (p < e && *p == ' ') p++;
     int neg = 0;
-    if (*s == '+' || *s == '-') {
-        neg = *s == '-';
-        s++;
+    if (p < e && (*p == '+' || *p == '-')) {
+        neg = *p == '-';
+        p++;
     }
     uint64_t m = 0;
-    int nd = 0, exp10 = 0, any = 0;
-    while (s < e && DIGIT(*s)) {
+    int nd = 0, exp10 = 0, any = 0, fine = 1;
+    while (p < e && DIGIT(*p)) {
         any = 1;
-        if (m != 0 || *s != '0') {
-            if (++nd > 15) return 0;
-            m = m * 10 + (uint64_t)(*s - '0');
+        if (m != 0 || *p != '0') {
+            if (++nd > 15) fine = 0;
+            else m = m * 10 + (uint64_t)(*p - '0');
         }
-        s++;
+        p++;
     }
-    if (s < e && *s == '.') {
-        s++;
-        while (s < e && DIGIT(*s)) {
+    if (p < e && *p == '.') {
+        p++;
+        while (p < e && DIGIT(*p)) {
             any = 1;
-            if (m != 0 || *s != '0') {
-                if (++nd > 15) return 0;
-                m = m * 10 + (uint64_t)(*s - '0');
+            if (m != 0 || *p != '0') {
+                if (++nd > 15) fine = 0;
+                else m = m * 10 + (uint64_t)(*p - '0');
             }
             exp10--;
-            s++;
+            p++;
         }
     }
-    if (!any) return 0;
-    if (s < e && (*s == 'e' || *s == 'E')) {
-        s++;
+    if (any && fine && p < e && (*p == 'e' || *p == 'E')) {
+        const uint8_t *q = p + 1;
         int eneg = 0;
-        if (s < e && (*s == '+' || *s == '-')) {
-            eneg = *s == '-';
-            s++;
+        if (q < e && (*q == '+' || *q == '-')) {
+            eneg = *q == '-';
+            q++;
         }
-        if (s == e || !DIGIT(*s)) return 0;
-        int x = 0;
-        while (s < e && DIGIT(*s)) {
-            if (x < 100000) x = x * 10 + (*s - '0');
-            s++;
+        if (q < e && DIGIT(*q)) {
+            int x = 0;
+            while (q < e && DIGIT(*q)) {
+                if (x < 100000) x = x * 10 + (*q - '0');
+                q++;
+            }
+            exp10 += eneg ? -x : x;
+            p = q;
+        } else {
+            fine = 0;
         }
-        exp10 += eneg ? -x : x;
     }
-    if (s != e) return 0;
-    double v;
-    if (m == 0) {
-        v = 0.0;
-    } else {
-        if (exp10 < -22 || exp10 > 22) return 0;
-        v = exp10 < 0 ? (double)m / P10[-exp10] : (double)m * P10[exp10];
+    while (p < e && *p == ' ') p++;
+    if (p < e && *p == PIPE) {
+        if (any && fine && (m == 0 || (exp10 >= -22 && exp10 <= 22))) {
+            double v = m == 0 ? 0.0 : exp10 < 0 ? (double)m / P10[-exp10] : (double)m * P10[exp10];
+            *out = neg ? -v : v;
+            *exact = 1;
+        }
+        return p;
     }
-    *out = neg ? -v : v;
-    return 1;
+    return p < e ? memchr(p, PIPE, (size_t)(e - p)) : NULL;
 }
 
-/* A value nobody reads (a key the series does not keep): 1 when it is only what a plain number
- * and its padding are made of (" 0123456789+-.eE"), so that it can hold no literal another
- * parser needs; else 0 (the caller looks at it). */
-static int plain_chars(const uint8_t *s, const uint8_t *e) {
+/* A value nobody reads (a key the series does not keep), from s to its pipe (NULL when none):
+ * *plain 1 when it holds only what a plain number and its padding are made of
+ * (" 0123456789+-.eE"), so that it can hold no literal another parser needs; else 0 (the
+ * caller looks at it). */
+static const uint8_t *scan_plain(const uint8_t *s, const uint8_t *e, int *plain) {
     for (; s < e; s++) {
         uint8_t c = *s;
-        if (!(DIGIT(c) || c == ' ' || c == '.' || c == '+' || c == '-' || c == 'e' || c == 'E')) return 0;
+        if (c == PIPE) {
+            *plain = 1;
+            return s;
+        }
+        if (!(DIGIT(c) || c == ' ' || c == '.' || c == '+' || c == '-' || c == 'e' || c == 'E')) {
+            *plain = 0;
+            return memchr(s, PIPE, (size_t)(e - s));
+        }
     }
-    return 1;
+    *plain = 1;
+    return NULL;
 }
 
 /* A step/total counter window, spaces trimmed: plain digits, no sign, no leading zero, below
@@ -184,6 +199,26 @@ int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, 
             nw++;
         }
     }
+    /* Keys of 8 bytes or more compared 8 bytes at a time (the last word ends with the key). */
+    enum { MAXKW = 512 };
+    uint64_t kw_val[MAXKW];
+    int64_t kw_off[MAXKW], kw_first[MAXW + 1];
+    int kwords = words && nseg <= MAXW;
+    if (kwords) {
+        int64_t nkw = 0;
+        for (int64_t k = 0; k < nseg && kwords; k++) {
+            kw_first[k] = nkw;
+            int64_t klen = key_off[k + 1] - key_off[k];
+            for (int64_t off = 0; klen >= 8 && off < klen; off += 8) {
+                if (nkw >= MAXKW) { kwords = 0; break; }
+                int64_t o = off + 8 <= klen ? off : klen - 8;
+                memcpy(&kw_val[nkw], keys + key_off[k] + o, 8);
+                kw_off[nkw] = o;
+                nkw++;
+            }
+        }
+        kw_first[nseg] = nkw;
+    }
     const uint64_t ONES_30 = UINT64_C(0x3030303030303030), HI = UINT64_C(0xF0F0F0F0F0F0F0F0),
                    LO = UINT64_C(0x0F0F0F0F0F0F0F0F), SIX = UINT64_C(0x0606060606060606),
                    B4 = UINT64_C(0x1010101010101010);
@@ -215,18 +250,32 @@ int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, 
         if (!ok || b[p0 + w1a] != ' ') continue;
         int64_t pos = p0;
         uint8_t *slow = vslow + r * nseg;
+        const uint8_t *le = b + e;
         for (int64_t k = 0; k < nseg; k++) {
             int64_t klen = key_off[k + 1] - key_off[k];
-            if (pos + 1 + klen > e || memcmp(b + pos + 1, keys + key_off[k], (size_t)klen) != 0) { ok = 0; break; }
-            int64_t vs = pos + 1 + klen;
-            const uint8_t *q = memchr(b + vs, PIPE, (size_t)(e - vs));
-            if (!q) { ok = 0; break; }
-            int64_t ve = (int64_t)(q - b);
+            if (pos + 1 + klen > e) { ok = 0; break; }
+            const uint8_t *kp = b + pos + 1;
+            if (kwords) {
+                for (int64_t w = kw_first[k]; w < kw_first[k + 1]; w++) {
+                    uint64_t x;
+                    memcpy(&x, kp + kw_off[w], 8);
+                    if (x != kw_val[w]) { ok = 0; break; }
+                }
+                if (!ok) break;
+                if (klen < 8 && memcmp(kp, keys + key_off[k], (size_t)klen) != 0) { ok = 0; break; }
+            } else if (memcmp(kp, keys + key_off[k], (size_t)klen) != 0) {
+                ok = 0;
+                break;
+            }
+            const uint8_t *q;
+            int fine;
             if (used[k])
-                slow[k] = (uint8_t)!read_value(b + vs, b + ve, vals + k * ncand + r);
+                q = scan_value(kp + klen, le, vals + k * ncand + r, &fine);
             else
-                slow[k] = (uint8_t)!plain_chars(b + vs, b + ve);
-            pos = ve;
+                q = scan_plain(kp + klen, le, &fine);
+            if (!q) { ok = 0; break; }
+            slow[k] = (uint8_t)!fine;
+            pos = (int64_t)(q - b);
         }
         if (!ok || pos != e - 1) continue;
         hits++;
@@ -240,5 +289,13 @@ int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, 
     return hits;
 }
 
-/* One value as pdx_match reads it (for tests): 1 and *out when read here, else 0. */
-int pdx_number(const uint8_t *s, int64_t n, double *out) { return read_value(s, s + n, out); }
+/* One value as pdx_match reads it (for tests): 1 and *out when read exactly here, else 0. */
+int pdx_number(const uint8_t *s, int64_t n, double *out) {
+    uint8_t buf[257];
+    if (n < 0 || n > 256 || memchr(s, PIPE, (size_t)n)) return 0;
+    memcpy(buf, s, (size_t)n);
+    buf[n] = PIPE;
+    int exact;
+    const uint8_t *q = scan_value(buf, buf + n + 1, out, &exact);
+    return q == buf + n && exact;
+}
