@@ -453,14 +453,18 @@ class _Reader:
         vals = np.empty((nseg, n), dtype=np.float64)  # a column per key (unused ones never written)
         vslow = np.zeros((n, nseg), dtype=np.uint8)
         counters = np.empty((n, 2), dtype=np.int64)
+        tally = np.zeros(2, dtype=np.int64)
         p, kern = native.ptr, self.kern
         hits = kern.match(address, p(starts), p(nl), p(rem), n, lay.head, lay.kind, lay.head_len, lay.key_blob,
                           p(lay.key_off), lay.used, nseg, lay.w1[0], lay.w1[1], lay.w2[0], lay.w2[1],
-                          p(status, native._i8p), p(vals, native._f64p), p(vslow, native._u8p), p(counters))
+                          p(status, native._i8p), p(vals, native._f64p), p(vslow, native._u8p), p(counters),
+                          p(tally))
         if hits == 0:
             return None, remaining
         vals = vals.T  # (rows, keys) as the numpy path has them; columns stay contiguous
-        if hits == n and (status == 1).all():  # every candidate read (the usual case): no copies
+        if tally[0] == n:  # every candidate read (the usual case): no copies
+            if tally[1] == 0:  # and every value a plain number
+                return (rem, self._columns(lay, n, vals, None, counters[:, 0], counters[:, 1])), rem[:0]
             sel, rest, slow = rem, rem[:0], vslow
         else:
             matched = status > 0
@@ -529,16 +533,21 @@ class _Reader:
         return (sel, self._columns(lay, sel.size, vals, has, step, total)), rest
 
     @staticmethod
-    def _columns(lay: "_Layout", m: int, vals: np.ndarray, has: np.ndarray, step: np.ndarray,
+    def _columns(lay: "_Layout", m: int, vals: np.ndarray, has: np.ndarray | None, step: np.ndarray,
                  total: np.ndarray) -> dict:
-        """The Rows columns of `m` rows of one layout from their values (what was printed)."""
+        """The Rows columns of `m` rows of one layout from their values (what was printed; `has`
+        None: every value was)."""
         nan = np.full(m, np.nan)
         no = np.zeros(m, dtype=bool)
-        every = has.all(axis=0)  # per value: printed as a number on every row (the usual case)
+        if has is None:  # every value printed as a number (the usual case)
+            every = np.ones(vals.shape[1], dtype=bool)
+            yes = np.ones(m, dtype=bool)
+        else:
+            every = has.all(axis=0)  # per value: printed as a number on every row
 
         def col(name: str) -> tuple[np.ndarray, np.ndarray]:
             k = lay.field.get(name)
-            return (nan, no) if k is None else (vals[:, k], has[:, k])
+            return (nan, no) if k is None else (vals[:, k], yes if has is None else has[:, k])
 
         def printed(v: np.ndarray, h: np.ndarray, name: str) -> np.ndarray:
             k = lay.field.get(name)

@@ -50,7 +50,7 @@ class Kernels:
         self.match.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, ctypes.c_int64,
                                ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p, _i64p,
                                ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                               _i8p, _f64p, _u8p, _i64p]
+                               _i8p, _f64p, _u8p, _i64p, _i64p]
 
 
 def cache_dir() -> Path:

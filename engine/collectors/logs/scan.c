@@ -161,12 +161,13 @@ static int read_counter(const uint8_t *s, const uint8_t *e, int64_t *out) {
  * counter is not plain (the line goes to the per-line parsers). Values are stored by segment,
  * vals[k*ncand + r] (a column per key), and read only where used[k]; vslow[r*nseg+k] = 1: value
  * k is not a plain decimal read here (for an unused one: holds more than number characters),
- * and the caller looks at it. Returns the lines of this layout. */
+ * and the caller looks at it. tally[0]: the lines read; tally[1]: the values flagged. Returns
+ * the lines of this layout. */
 int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t ncand,
                   const uint8_t *head, const uint8_t *kind, int64_t head_len, const uint8_t *keys,
                   const int64_t *key_off, const uint8_t *used, int64_t nseg, int64_t w1a, int64_t w1b, int64_t w2a, int64_t w2b,
-                  int8_t *status, double *vals, uint8_t *vslow, int64_t *counters) {
-    int64_t hits = 0;
+                  int8_t *status, double *vals, uint8_t *vslow, int64_t *counters, int64_t *tally) {
+    int64_t hits = 0, read = 0, slows = 0;
     /* The head checked 8 bytes at a time (heads of 8 bytes or more; the last word ends with the
      * head): fixed bytes equal, digit wildcards digits (per byte y = c ^ '0' is a digit iff its
      * high nibble is 0 and its low nibble + 6 does not carry into bit 4). */
@@ -275,6 +276,7 @@ int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, 
                 q = scan_plain(kp + klen, le, &fine);
             if (!q) { ok = 0; break; }
             slow[k] = (uint8_t)!fine;
+            slows += !fine;
             pos = (int64_t)(q - b);
         }
         if (!ok || pos != e - 1) continue;
@@ -285,7 +287,10 @@ int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, 
             continue;
         }
         status[r] = 1;
+        read++;
     }
+    tally[0] = read;   /* lines read (status 1) */
+    tally[1] = slows;  /* values flagged, on lines of this layout */
     return hits;
 }
 
