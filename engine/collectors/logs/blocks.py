@@ -476,28 +476,33 @@ class _Reader:
         has = np.ones((sel.size, nseg), dtype=bool)
         keep = np.ones(sel.size, dtype=bool)
         if slow.any():  # spellings the kernel leaves to the shared number grammar (rare)
-            relevant = self.plan.relevant_text
             for r, k in zip(*np.nonzero(slow)):
                 i = int(sel[r])
                 line = body[int(starts[i]):int(nl[i])]
                 at = -1
                 for _ in range(k + 1):
                     at = line.index(b"|", at + 1)
-                text = line[at + int(lay.key_len[k]):line.index(b"|", at + 1)].decode("utf-8", errors="replace")
-                if any(t in text for t in relevant):
-                    keep[r] = False
-                    continue
-                v = parse_num(text)
-                if v is None:
-                    has[r, k] = False
-                    vals[r, k] = np.nan
-                else:
-                    vals[r, k] = v
+                self._reread(line[at + int(lay.key_len[k]):line.index(b"|", at + 1)], r, k, vals, has, keep)
             if not keep.all():
                 sel, vals, has, counters = sel[keep], vals[keep], has[keep], counters[keep]
             if sel.size == 0:
                 return None, rest
         return (sel, self._columns(lay, sel.size, vals, has, counters[:, 0], counters[:, 1])), rest
+
+    def _reread(self, value: bytes, r: int, k: int, vals: np.ndarray, has: np.ndarray, keep: np.ndarray) -> None:
+        """Value k of row r, which the fast read left alone: a row whose value holds a literal
+        another parser needs goes per line (keep False); else the shared number grammar reads it
+        (not a number: not printed)."""
+        text = value.decode("utf-8", errors="replace")
+        if any(t in text for t in self.plan.relevant_text):
+            keep[r] = False
+            return
+        v = parse_num(text)
+        if v is None:
+            has[r, k] = False
+            vals[r, k] = np.nan
+        else:
+            vals[r, k] = v
 
     def _match_numpy(self, lay: "_Layout", body: bytes, a: np.ndarray, words: np.ndarray, pipes: np.ndarray,
                      first: np.ndarray, npipes: np.ndarray, starts: np.ndarray, remaining: np.ndarray):
@@ -612,19 +617,9 @@ class _Reader:
         if bad is not None:
             slow |= bad[:, 2:]
         if slow.any():
-            relevant = self.plan.relevant_text
             for r, k in zip(*np.nonzero(slow)):
                 start = int(pm[r, k] + lay.key_len[k])
-                text = body[start:int(pm[r, k + 1])].decode("utf-8", errors="replace")
-                if any(t in text for t in relevant):
-                    keep[r] = False
-                    continue
-                v = parse_num(text)
-                if v is None:
-                    has[r, k] = False
-                    vals[r, k] = np.nan
-                else:
-                    vals[r, k] = v
+                self._reread(body[start:int(pm[r, k + 1])], r, k, vals, has, keep)
         return vals, has, counters[:, 0].astype(np.int64), counters[:, 1].astype(np.int64), keep
 
 
