@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[serve,test,tracking,wandb,zstd,mcp]'
 	# the block reader's C kernels (logs/scan.c; without a C compiler numpy does the same work)
-	$(BIN)/python -m precdx.collectors.logs.native
+	$(BIN)/python tools/build_native.py
 	touch $(STAMP)
 
 demo: setup

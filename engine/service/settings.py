@@ -116,6 +116,7 @@ OTHER_ENVIRONMENT: list[tuple[str, str]] = [
     ("PRECDX_LOG_MAX_POINTS", "loss-curve points kept per log"),
     ("PRECDX_WORKERS", "processes that read msprobe dumps"),
     ("PRECDX_DASK_SCHEDULER", "a Dask cluster that reads msprobe dumps"),
+    ("PRECDX_NATIVE", "0: read logs without the compiled kernels (tools/build_native.py builds them)"),
     ("FORWARDED_ALLOW_IPS", "proxies whose X-Forwarded-For names the client (uvicorn; default 127.0.0.1,::1); "
                             "the rate limit counts per that client address"),
 ]

@@ -42,13 +42,24 @@ from precdx.collectors.logs.reader import (BINARY_SNIFF, MAX_LINE, Dispatcher, R
 from precdx.collectors.logs import native
 from precdx.compression import open_binary
 
-try:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-except ImportError:  # pragma: no cover - a core dependency; the per-line reader still works
-    pa = pc = None
+pa = pc = None  # pyarrow and pyarrow.compute, imported by _arrow() for the first log that needs them
+
+
+def _arrow() -> bool:
+    """Import pyarrow on first need (a call that reads only small logs never pays for it):
+    False when it is missing (a core dependency; the per-line reader still works then)."""
+    global pa, pc
+    if pc is None:
+        try:
+            import pyarrow
+            import pyarrow.compute
+        except ImportError:  # pragma: no cover
+            return False
+        pa, pc = pyarrow, pyarrow.compute
+    return True
 
 BLOCK = 1 << 22            # bytes read at a time (the per-line reader's block: same cuts)
+PER_LINE_BELOW = 1 << 20   # smaller files are read by the per-line reader (no pyarrow to load)
 COLUMNS_FROM = 8 << 20     # files this big or bigger have their Megatron lines read in columns
 MAX_LAYOUTS = 64           # line layouts remembered per file
 MAX_TRIES = 32             # lines a block tries to learn a layout from (the rest go per line)
@@ -78,9 +89,14 @@ def read_into(path: Path, stats: ReadStats, builder, parsers: list[LineParser] |
     that the bulk cast's one-time set-up costs more than it saves). Raises OSError if the file
     cannot be opened."""
     parsers = parsers if parsers is not None else builtin_parsers()
+    plan = None
     if columns is None:
-        columns = os.path.getsize(path) >= COLUMNS_FROM
-    plan = _Plan.of(parsers, columns)
+        size = os.path.getsize(path)
+        columns = size >= COLUMNS_FROM
+        if size >= PER_LINE_BELOW:
+            plan = _Plan.of(parsers, columns)
+    else:
+        plan = _Plan.of(parsers, columns)
     if plan is None:
         for item in iter_log(path, stats, parsers):
             builder.add(item)
@@ -140,7 +156,7 @@ class _Plan:
 
     @classmethod
     def of(cls, parsers: list[LineParser], columns: bool = True) -> "_Plan | None":
-        if pa is None:
+        if not _arrow():
             return None
         triggers: list[bytes] = []
         for p in parsers:
@@ -363,8 +379,8 @@ class _Reader:
         if others.size == 0:
             return others
         if others.size < n:
-            lines = lines.take(pa.array(others))
-        hit = pc.match_substring_regex(lines, self.plan.any_trigger).to_numpy(zero_copy_only=False)
+            lines = lines.take(_indices(others))
+        hit = _bools(pc.match_substring_regex(lines, self.plan.any_trigger))
         return others[hit]
 
     # -- Megatron iteration lines in columns -----------------------------------------------------
@@ -594,17 +610,17 @@ class _Reader:
         offsets[:, 5::2] = pm[:, 1:]
         offsets = offsets.ravel()
         arr = pa.LargeStringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets), pa.py_buffer(body))
-        arr = pc.ascii_trim(arr.take(pa.array(np.arange(0, offsets.size - 1, 2))), " ")
+        arr = pc.ascii_trim(arr.take(_indices(np.arange(0, offsets.size - 1, 2))), " ")
         try:
-            nums = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False).reshape(m, nv + 2)
+            nums = _numbers(pc.cast(arr, pa.float64()), np.float64).reshape(m, nv + 2)
             bad = None
         except pa.ArrowInvalid:
             good = pc.match_substring_regex(arr, _STRICT_NUM)
-            nums = pc.cast(pc.if_else(good, arr, "nan"), pa.float64()).to_numpy(zero_copy_only=False)
+            nums = _numbers(pc.cast(pc.if_else(good, arr, "nan"), pa.float64()), np.float64)
             nums = nums.reshape(m, nv + 2)
-            bad = ~good.to_numpy(zero_copy_only=False).reshape(m, nv + 2)
+            bad = ~_bools(good).reshape(m, nv + 2)
         counters = nums[:, :2]
-        length = pc.binary_length(arr).to_numpy(zero_copy_only=False).reshape(m, nv + 2)[:, :2]
+        length = _numbers(pc.binary_length(arr), np.int64).reshape(m, nv + 2)[:, :2]
         with np.errstate(invalid="ignore"):
             digits = np.searchsorted(_POW10F, counters, side="right") + 1
             keep = ((counters >= 0) & (counters < 2.0 ** 53) & (np.trunc(counters) == counters)
@@ -621,6 +637,38 @@ class _Reader:
                 start = int(pm[r, k] + lay.key_len[k])
                 self._reread(body[start:int(pm[r, k + 1])], r, k, vals, has, keep)
         return vals, has, counters[:, 0].astype(np.int64), counters[:, 1].astype(np.int64), keep
+
+
+def _indices(idx: np.ndarray):
+    """Row indices as an Arrow int64 array, from the numpy buffer (`pa.array` would load pandas
+    to look at its argument, 0.2 s)."""
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), int(idx.size), [None, pa.py_buffer(idx)])
+
+
+def _numbers(arr, dtype) -> np.ndarray:
+    """An Arrow float64/int64 array without nulls as numpy, from its data buffer (a copy: the
+    caller may write into it)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n = len(arr)
+    if arr.null_count:  # pragma: no cover - casts of the values never make nulls
+        raise ValueError("null in a bulk cast")
+    return np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset:arr.offset + n].copy()
+
+
+def _bools(arr) -> np.ndarray:
+    """An Arrow boolean array without nulls as numpy bools, from its bit buffer (its
+    `to_numpy` goes through pandas)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.null_count:  # pragma: no cover - the scans never make nulls
+        return arr.fill_null(False).to_numpy(zero_copy_only=False)
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+    return np.unpackbits(bits, bitorder="little", count=arr.offset + n)[arr.offset:].astype(bool)
 
 
 def _items(body: bytes, size: int) -> np.ndarray:

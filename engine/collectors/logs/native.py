@@ -1,11 +1,12 @@
 """The block reader's compiled kernels (scan.c beside this module), loaded with ctypes.
 
-The C source ships with the package and is compiled on first use with the machine's C compiler
-(`cc`, or $CC) into a per-user cache, `$XDG_CACHE_HOME/precdx/native/` (~/.cache when unset),
-under a name that carries the hash of the source and of the platform, so an edited source or
-another machine never loads a stale library. `make setup` builds it once. No compiler, a cache
-that cannot be written, a failed build, or PRECDX_NATIVE=0: `kernels()` is None and the block
-reader does the same work with numpy (same results; the tests compare both paths).
+The library is built ahead of time from scan.c by `tools/build_native.py` (`make setup` runs
+it; nothing in the engine starts a process) and looked for, under a name that carries the hash
+of the source and of the platform (an edited source or another machine never loads a stale
+library), next to this module and then in `$XDG_CACHE_HOME/precdx/native/` (~/.cache when
+unset; where the tool writes when the package folder is read-only). Not built, not loadable,
+or PRECDX_NATIVE=0: `kernels()` is None and the block reader does the same work with numpy
+(same results; the tests compare both paths).
 
 ctypes releases the GIL for the duration of a call, so two blocks are scanned on two cores.
 """
@@ -15,10 +16,7 @@ import ctypes
 import hashlib
 import os
 import platform
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
@@ -49,85 +47,68 @@ class Kernels:
         self.match.restype = ctypes.c_int64
         self.match.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, ctypes.c_int64,
                                ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p, _i64p,
-                               ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                               ctypes.c_char_p, ctypes.c_int64,
+                               ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                                _i8p, _f64p, _u8p, _i64p, _i64p]
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+def cache_dir() -> Path | None:
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home directory
+            return None
     return Path(base) / "precdx" / "native"
 
 
-def library_path() -> Path:
-    """Where the library built from this source for this platform lives."""
-    h = hashlib.sha256(SOURCE.read_bytes())
+def library_name(source: Path | None = None) -> str:
+    """The file name of the library built from `source` (default: scan.c) for this platform."""
+    h = hashlib.sha256((source or SOURCE).read_bytes())
     h.update(f"{sys.platform}-{platform.machine()}-{ctypes.sizeof(ctypes.c_void_p)}".encode())
     suffix = ".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so"
-    return cache_dir() / f"scan-{h.hexdigest()[:16]}{suffix}"
+    return f"_scan-{h.hexdigest()[:16]}{suffix}"
 
 
-def _compiler() -> str | None:
-    cc = os.environ.get("CC")
-    if cc and shutil.which(cc.split()[0]):
-        return cc
-    for name in ("cc", "gcc", "clang"):
-        if shutil.which(name):
-            return name
-    return None
+def candidates() -> list[Path]:
+    """Where the library is looked for, in order."""
+    name = library_name()
+    out = [SOURCE.with_name(name)]
+    cache = cache_dir()
+    if cache is not None:
+        out.append(cache / name)
+    return out
 
 
-def build(force: bool = False) -> Path:
-    """Compile scan.c into the cache (atomically: a concurrent build never leaves half a file).
-    Returns the library's path; raises RuntimeError saying why it could not be built."""
-    target = library_path()
-    if target.is_file() and not force:
-        return target
-    cc = _compiler()
-    if cc is None:
-        raise RuntimeError("no C compiler (cc, gcc, clang or $CC) on PATH")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RuntimeError(f"cannot create {target.parent}: {exc}") from None
-    fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        cmd = cc.split() + ["-O2", "-shared", "-fPIC", "-o", tmp, str(SOURCE)]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed: {(done.stderr or done.stdout).strip()[:500]}")
-        os.replace(tmp, target)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise RuntimeError(f"building {SOURCE.name} failed: {exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+def _off() -> bool:
+    return os.environ.get("PRECDX_NATIVE", "1").strip().lower() in {"0", "false", "no", "off"}
 
 
 def kernels() -> Kernels | None:
-    """The compiled kernels, built on first use; None (with `why()` saying why) when they cannot
-    be had or PRECDX_NATIVE=0 is set."""
+    """The compiled kernels; None (with `why()` saying why) when they are not built, cannot be
+    loaded, or PRECDX_NATIVE=0 is set."""
     global _loaded, _why
-    if os.environ.get("PRECDX_NATIVE", "1").strip().lower() in {"0", "false", "no", "off"}:
+    if _off():
         return None
     if _loaded is not False:
         return _loaded or None
     with _lock:
         if _loaded is False:
-            try:
-                path = build()
-                _loaded = Kernels(ctypes.CDLL(str(path)), path)
-            except (RuntimeError, OSError, AttributeError) as exc:
-                _loaded, _why = None, str(exc)
+            found = next((p for p in candidates() if p.is_file()), None)
+            if found is None:
+                _loaded, _why = None, ("not built for this source (python tools/build_native.py, "
+                                       "which make setup runs, builds them)")
+            else:
+                try:
+                    _loaded = Kernels(ctypes.CDLL(str(found)), found)
+                except (OSError, AttributeError) as exc:
+                    _loaded, _why = None, f"{found} cannot be loaded: {exc}"
     return _loaded or None
 
 
 def why() -> str:
     """Why `kernels()` is None ('' when loaded or not tried)."""
-    if os.environ.get("PRECDX_NATIVE", "1").strip().lower() in {"0", "false", "no", "off"}:
-        return "PRECDX_NATIVE=0"
-    return _why
+    return "PRECDX_NATIVE=0" if _off() else _why
 
 
 def lines(kern: Kernels, body, address: int):
@@ -156,11 +137,3 @@ def number(kern: Kernels, text: bytes) -> float | None:
 def ptr(a, kind=_i64p):
     """A numpy array's data as a ctypes pointer (the array must stay alive during the call)."""
     return a.ctypes.data_as(kind)
-
-
-if __name__ == "__main__":  # python -m precdx.collectors.logs.native: build now (make setup)
-    try:
-        print(build(force="--force" in sys.argv))
-    except RuntimeError as exc:
-        print(f"precdx: the block reader's compiled kernels were not built ({exc}); the numpy path is used",
-              file=sys.stderr)

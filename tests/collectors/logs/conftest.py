@@ -66,3 +66,28 @@ def kit() -> type[_Kit]:
 @pytest.fixture(scope="session")
 def scenarios(shared_dir: Path) -> Path:
     return shared_dir / "scenarios"
+
+
+def load_build_native():
+    """tools/build_native.py as a module (tools/ is not a package)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[3] / "tools" / "build_native.py"
+    spec = importlib.util.spec_from_file_location("build_native", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def ensure_kernels() -> bool:
+    """Build the block reader's C kernels when a compiler is there (make setup has, usually):
+    True when they load."""
+    from precdx.collectors.logs import native
+
+    tool = load_build_native()
+    if tool.compiler() is None:
+        return False
+    tool.build()
+    if native.kernels() is None and native._loaded is None and not native._off():
+        native._loaded = False  # looked for before the build: look again
+    return native.kernels() is not None

@@ -18,6 +18,7 @@ from precdx.collectors.logs.formats import builtin_parsers
 from precdx.collectors.logs.formats.declared import DeclaredParser, load_declared_formats
 from precdx.collectors.logs.reader import ReadStats, iter_log
 from precdx.collectors.logs.series import SeriesBuilder
+from tests.collectors.logs.conftest import ensure_kernels
 
 REAL = Path(os.environ.get("PRECDX_SHARED", Path(__file__).resolve().parents[3].parent / "shared")) / "real-logs"
 BLOCKS = (1 << 22, 4096, 97)
@@ -65,6 +66,8 @@ def threads(request, monkeypatch):
     """Thread count, and which path reads the Megatron lines: the compiled kernels (scan.c, when a
     C compiler is there) or numpy (PRECDX_NATIVE=0): both must give the per-line reader's result."""
     n, path = request.param
+    if path == "native" and not ensure_kernels():
+        pytest.skip("no C compiler: the kernels cannot be built (the numpy variant runs)")
     monkeypatch.setattr(blocks, "THREADS", n)
     monkeypatch.setenv("PRECDX_NATIVE", "1" if path == "native" else "0")
     return n
@@ -334,6 +337,7 @@ def test_random_mixtures(tmp_path: Path) -> None:
     random blocks: the block reader always gives what the per-line reader gives."""
     hypothesis = pytest.importorskip("hypothesis")
     st = hypothesis.strategies
+    ensure_kernels()  # (without a compiler both draws take the numpy path)
 
     @hypothesis.settings(max_examples=60, deadline=None, derandomize=True,
                          suppress_health_check=list(hypothesis.HealthCheck))

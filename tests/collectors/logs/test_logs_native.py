@@ -1,23 +1,27 @@
-"""The block reader's compiled kernels (engine/collectors/logs/scan.c, native.py): they build
-wherever a C compiler is, read a number only when they give exactly what float() gives (else
-they leave it to the shared grammar), and a missing compiler or PRECDX_NATIVE=0 falls back to
-the numpy path. (That both paths give the per-line reader's series is test_logs_blocks.py.)"""
+"""The block reader's compiled kernels (engine/collectors/logs/scan.c, native.py, built by
+tools/build_native.py): they build wherever a C compiler is, read a number only when they give
+exactly what float() gives (else they leave it to the shared grammar), and a library not built,
+or PRECDX_NATIVE=0, falls back to the numpy path. (That both paths give the per-line reader's
+series is test_logs_blocks.py.)"""
 from __future__ import annotations
 
 import math
-import shutil
 import struct
-
 import pytest
 
 from precdx.collectors.logs import native
+from tests.collectors.logs.conftest import load_build_native
 
-needs_cc = pytest.mark.skipif(native._compiler() is None, reason="no C compiler: the numpy path is used")
+build_native = load_build_native()
+
+needs_cc = pytest.mark.skipif(build_native.compiler() is None, reason="no C compiler: the numpy path is used")
 
 
 @pytest.fixture
 def kern(monkeypatch):
     monkeypatch.setenv("PRECDX_NATIVE", "1")
+    build_native.build()  # (make setup has; a no-op then)
+    monkeypatch.setattr(native, "_loaded", False)
     k = native.kernels()
     assert k is not None, native.why()
     return k
@@ -80,17 +84,48 @@ def test_random_decimals_match_float(kern) -> None:
 
 @needs_cc
 def test_the_library_is_built_once_per_source_and_platform(kern) -> None:
-    path = native.library_path()
-    assert kern.path == path and path.is_file()
-    assert native.build() == path  # already there: not rebuilt
+    assert kern.path.name == native.library_name() and kern.path in native.candidates()
+    assert build_native.build() == kern.path  # already there: not rebuilt
+    edited = kern.path.parent / "edited.c"
+    try:
+        edited.write_bytes(native.SOURCE.read_bytes() + b"\n/* edited */\n")
+        assert native.library_name(edited) != kern.path.name  # an edit never loads the old library
+    finally:
+        edited.unlink()
 
 
-def test_without_a_compiler_the_numpy_path_is_used(monkeypatch, tmp_path) -> None:
+@needs_cc
+def test_the_tool_builds_into_the_cache_when_asked(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    target = native.candidates()[1]
+    assert target == tmp_path / "precdx" / "native" / native.library_name()
+    assert build_native.build(force=True, targets=[target]) == target and target.is_file()
+    monkeypatch.setattr(native, "candidates", lambda: [target])
     monkeypatch.setattr(native, "_loaded", False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # nothing built there yet
-    monkeypatch.setattr(native, "_compiler", lambda: None)
+    assert native.kernels() is not None and native.kernels().path == target
+
+
+def test_not_built_means_the_numpy_path(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(native, "_loaded", False)
+    monkeypatch.setattr(native, "candidates", lambda: [tmp_path / native.library_name()])
     assert native.kernels() is None
-    assert "no C compiler" in native.why()
+    assert "not built" in native.why() and "tools/build_native.py" in native.why()
+
+
+def test_a_library_that_does_not_load_says_which_and_why(monkeypatch, tmp_path) -> None:
+    bad = tmp_path / native.library_name()
+    bad.write_bytes(b"not a shared library")
+    monkeypatch.setattr(native, "_loaded", False)
+    monkeypatch.setattr(native, "candidates", lambda: [bad])
+    assert native.kernels() is None and str(bad) in native.why()
+
+
+def test_without_a_compiler_the_tool_says_so_and_succeeds(monkeypatch, tmp_path, capsys) -> None:
+    monkeypatch.setattr(build_native, "compiler", lambda: None)
+    monkeypatch.setattr(native, "candidates", lambda: [tmp_path / native.library_name()])
+    monkeypatch.setattr("sys.argv", ["build_native.py", "--force"])
+    assert build_native.main() == 0
+    assert "no C compiler" in capsys.readouterr().err
 
 
 def test_precdx_native_0_turns_it_off(monkeypatch) -> None:
@@ -99,12 +134,9 @@ def test_precdx_native_0_turns_it_off(monkeypatch) -> None:
 
 
 @needs_cc
-def test_a_failed_build_says_why(monkeypatch, tmp_path) -> None:
+def test_a_failed_build_says_why(tmp_path) -> None:
     bad = tmp_path / "scan.c"
     bad.write_text("this is not C\n")
-    monkeypatch.setattr(native, "SOURCE", bad)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with pytest.raises(RuntimeError, match="failed"):
-        native.build()
-    assert not list((tmp_path / "cache").rglob("*.so"))  # no half-built library left behind
-    assert shutil.which(native._compiler().split()[0])
+        build_native.build(force=True, source=bad, targets=[tmp_path / "out" / "lib.so"])
+    assert not list(tmp_path.rglob("*.so")) and not list(tmp_path.rglob("*.tmp"))  # nothing half-built left
