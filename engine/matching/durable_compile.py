@@ -136,6 +136,7 @@ class EngineRule:
 class Program:
     shards: list[list[EngineRule]]
     plans: dict[str, TypePlan]
+    texts: list[str] = field(default_factory=list)  # each shard's ruleset definition (JSON for the engine)
 
 
 # ---------------------------------------------------------------- translation
@@ -515,7 +516,7 @@ def compile_program(pack: CompiledPack, *, alpha_budget: int = ALPHA_BUDGET) -> 
             if why:
                 raise _rule_error(rule, why)
             shards.append(fresh)
-    return Program(shards=[s.rules for s in shards], plans=tr.plans)
+    return Program(shards=[s.rules for s in shards], plans=tr.plans, texts=[ruleset_json(s.rules) for s in shards])
 
 
 def ruleset_json(rules: list[EngineRule]) -> str:
