@@ -31,7 +31,7 @@ _THRESHOLD_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # grad norm 10 %, 1000 steps): every rule may refer to its thresholds besides its own mode's.
 TOLERANCES_ENTRY, TOLERANCES_AREA = "aligned.within_noise", "verdict"
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, defer_build=True)
 
 
 class Command(BaseModel):
