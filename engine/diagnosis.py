@@ -194,7 +194,7 @@ def get_matcher(engine: str = "durable", rules_path: str | None = None):
             if engine == "durable":
                 from precdx.matching.durable_compile import compile_program
 
-                program = cache.cached("durable", pack_key, lambda: compile_program(pack))
+                program = cache.cached("durable", pack_key, lambda: compile_program(pack).without_paths())
             _packs[key] = (pack, compile_matcher(pack, engine, program=program))
             _pack_warnings[key] = skipped
         return _packs[key]

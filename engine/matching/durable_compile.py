@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from precdx.errors import PrecdxError
@@ -137,6 +137,12 @@ class Program:
     shards: list[list[EngineRule]]
     plans: dict[str, TypePlan]
     texts: list[str] = field(default_factory=list)  # each shard's ruleset definition (JSON for the engine)
+
+    def without_paths(self) -> "Program":
+        """The program as a matcher runs it: without the alpha chains, which only sharding
+        reads (what the on-disk cache keeps; half the size, a third of the load time)."""
+        shards = [[replace(r, paths=()) for r in rules] for rules in self.shards]
+        return Program(shards=shards, plans=self.plans, texts=self.texts)
 
 
 # ---------------------------------------------------------------- translation
