@@ -170,7 +170,8 @@ def _cached_pack(rules_path: str | None) -> tuple[CompiledPack, list[dict], str 
         loaded = load_rules(rules_path, warnings=skipped, tolerant=True)
         return compile_rules(loaded, known_modes=set(mode_catalog()) or None), skipped.items
 
-    pack, skipped = cache.cached("pack", entry_key, build)
+    pack, skipped = cache.cached("pack", entry_key, build, modules=(
+        "precdx.rulepack.compiler", "precdx.rulepack.schema", "precdx.vocabulary"))
     return pack, skipped, entry_key
 
 
@@ -194,7 +195,8 @@ def get_matcher(engine: str = "durable", rules_path: str | None = None):
             if engine == "durable":
                 from precdx.matching.durable_compile import compile_program
 
-                program = cache.cached("durable", pack_key, lambda: compile_program(pack).without_paths())
+                program = cache.cached("durable", pack_key, lambda: compile_program(pack).without_paths(),
+                                       modules=("precdx.matching.durable_compile",))
             _packs[key] = (pack, compile_matcher(pack, engine, program=program))
             _pack_warnings[key] = skipped
         return _packs[key]

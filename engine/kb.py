@@ -245,7 +245,8 @@ def _load_dir(directory: str) -> tuple[tuple[str, KbEntry], ...]:
         raise PrecdxError("knowledge base directory not found", path=directory)
     from precdx import cache
 
-    return cache.cached("kb", cache.key("kb", kb_files(root), directory), lambda: _read_dir(root, directory))
+    return cache.cached("kb", cache.key("kb", kb_files(root), directory), lambda: _read_dir(root, directory),
+                        modules=(__name__, "precdx.vocabulary"))
 
 
 def _read_dir(root: Path, directory: str) -> tuple[tuple[str, KbEntry], ...]:

@@ -3,8 +3,8 @@
 cache that cannot be used steps aside without a word."""
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import shutil
 from pathlib import Path
 
@@ -29,7 +29,7 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
 
 
 def _entries(folder: Path, kind: str) -> list[Path]:
-    return sorted(folder.glob(f"{kind}-*.pickle"))
+    return sorted(folder.glob(f"{kind}-*.json"))
 
 
 def _rule_copy(tmp_path: Path) -> Path:
@@ -137,8 +137,8 @@ def test_a_broken_entry_is_rebuilt(cache_dir, tmp_path):
         entry.write_bytes(entry.read_bytes()[:100])
     _fresh()
     assert diagnosis.load_pack(str(rules)).version == version
-    with open(_entries(cache_dir, "pack")[0], "rb") as fh:
-        assert pickle.load(fh)[0].version == version  # written again, whole
+    names, body = _entries(cache_dir, "pack")[0].read_text().split("\n")
+    assert json.loads(names) and json.loads(body)  # written again, whole
 
 
 @pytest.mark.parametrize("where", ["not a folder", "others may write", "off"])
@@ -174,6 +174,47 @@ def test_old_entries_are_pruned(tmp_path, monkeypatch):
     monkeypatch.setenv(cache.ENV, str(tmp_path))
     for i in range(cache.KEEP + 3):
         cache.store("probe", f"k{i}", i)
-        os.utime(tmp_path / f"probe-k{i}.pickle", ns=(i * 10**9, i * 10**9))
-    kept = sorted(int(p.stem.split("-k")[1]) for p in tmp_path.glob("probe-*.pickle"))
+        os.utime(tmp_path / f"probe-k{i}.json", ns=(i * 10**9, i * 10**9))
+    kept = sorted(int(p.stem.split("-k")[1]) for p in tmp_path.glob("probe-*.json"))
     assert kept == list(range(3, cache.KEEP + 3))  # the newest KEEP
+
+
+def test_cached_values_equal_the_built_ones(cache_dir):
+    """What a hit returns is equal, object for object, to what the build made (the encoding
+    keeps tuples, regexes, dataclasses and pydantic models; nothing is validated again)."""
+    from precdx.matching.durable_compile import compile_program
+
+    built = diagnosis.load_pack()
+    kb_built = kb.load_kb()
+    assert _entries(cache_dir, "pack") and _entries(cache_dir, "kb")
+    _fresh()
+    again = diagnosis.load_pack()
+    assert again == built and again is not built
+    assert [type(r.rule) for r in again.rules] == [type(r.rule) for r in built.rules]
+    assert kb.load_kb() == kb_built
+    program = diagnosis.get_matcher("durable")[1].program  # built from the cached pack, then stored
+    _fresh()
+    assert diagnosis.get_matcher("durable")[1].program == program == compile_program(built).without_paths()
+
+
+@pytest.mark.parametrize("name", [
+    "os:system",                      # a module the caller did not name
+    "precdx.kb:load_kb",              # a named module, but not a class
+    "precdx.kb:Path",                 # a class the module imports, not its own
+    "precdx.kb:KbEntry.__init__",
+])
+def test_an_entry_naming_another_class_is_a_miss(name, tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.ENV, str(tmp_path))
+    (tmp_path / "probe-k.json").write_text(json.dumps([name]) + "\n" + json.dumps({"\u0000o": [0, []]}))
+    assert cache.load("probe", "k", modules=("precdx.kb",)) is None
+    assert cache.cached("probe", "k", lambda: "built", modules=("precdx.kb",)) == "built"
+
+
+def test_values_round_trip_through_the_encoding(tmp_path, monkeypatch):
+    import re
+
+    monkeypatch.setenv(cache.ENV, str(tmp_path))
+    value = {"t": (1, 2.5, "x", (None, True)), "s": {1, 2}, "f": frozenset({"a"}), "r": re.compile(r"a+b", re.I),
+             "\u0000t": "a key like a tag", 3: "an int key", "l": [float("inf"), -0.0, {"nested": ()}]}
+    cache.store("probe", "k", value)
+    assert cache.load("probe", "k") == value
