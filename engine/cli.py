@@ -128,6 +128,7 @@ def _one_shot(command):
             gc.freeze()
             _froze = True
             gc.set_threshold(*before)
+    run.one_shot = True
     return run
 
 

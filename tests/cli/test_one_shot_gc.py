@@ -57,7 +57,7 @@ def test_the_next_command_unfreezes_what_the_last_one_froze(restore_gc, shared_d
 
 def test_the_commands_that_read_a_case_once_are_one_shot():
     def one_shot(command) -> bool:
-        return command.callback.__qualname__ == cli._one_shot(lambda: None).__qualname__
+        return getattr(command.callback, "one_shot", False)
 
     for name in ("diagnose", "facts", "inspect"):
         assert one_shot(main.commands[name]), name
