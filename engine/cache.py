@@ -44,8 +44,12 @@ def cache_dir() -> Path | None:
     if env is not None:
         return None if env.strip().lower() in _OFF else Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "precdx"
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "precdx"
+    try:
+        return Path.home() / ".cache" / "precdx"
+    except RuntimeError:  # no home directory to speak of: no cache
+        return None
 
 
 def _package_stamp() -> str:

@@ -170,6 +170,19 @@ def test_the_default_folder_follows_xdg(monkeypatch, tmp_path):
     assert cache.cache_dir() == tmp_path / "home" / ".cache" / "precdx"
 
 
+def test_no_home_directory_means_no_cache(monkeypatch):
+    from pathlib import Path
+
+    def nowhere(cls=None):
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv(cache.ENV, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", classmethod(nowhere))
+    assert cache.cache_dir() is None
+    assert cache.cached("probe", "k", lambda: 1) == 1
+
+
 def test_old_entries_are_pruned(tmp_path, monkeypatch):
     monkeypatch.setenv(cache.ENV, str(tmp_path))
     for i in range(cache.KEEP + 3):
