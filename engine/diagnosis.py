@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 import re
 import threading
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from precdx import __version__
-from precdx.errors import Warnings
+from precdx.errors import PrecdxError, Warnings
 from precdx.experiments import DIFF_TYPES
 from precdx.facts import Fact, FactSet
 from precdx.matching import compile_matcher
@@ -139,24 +140,64 @@ _packs: dict[tuple[str, str], tuple[CompiledPack, Any]] = {}
 
 
 def load_pack(rules_path: str | None = None, *, warnings: Warnings | None = None) -> CompiledPack:
-    from precdx.modes import mode_catalog
+    """The compiled rule pack (read from the on-disk cache when the rule files, the kb and
+    precdx are as they were; engine/cache.py). Rules of another schema_version are skipped
+    with a warning into `warnings`."""
+    pack, skipped, _ = _cached_pack(rules_path)
+    if warnings is not None:
+        for item in skipped:
+            warnings.add(**item)
+    return pack
 
-    loaded = load_rules(rules_path, warnings=warnings, tolerant=True)
-    return compile_rules(loaded, known_modes=set(mode_catalog()) or None)
+
+def _cached_pack(rules_path: str | None) -> tuple[CompiledPack, list[dict], str | None]:
+    """(pack, its skipped-rule warnings, its cache key or None)."""
+    from precdx import cache
+    from precdx.kb import kb_dir, kb_files
+    from precdx.rulepack.loader import rule_files
+
+    files = rule_files(Path(rules_path) if rules_path else None)
+    try:
+        kb = kb_files(kb_dir())
+    except PrecdxError:
+        kb = []  # no knowledge base: the build below says so where it matters
+    entry_key = cache.key("pack", [*files, *kb], str(rules_path or ""))
+
+    def build() -> tuple[CompiledPack, list[dict]]:
+        from precdx.modes import mode_catalog
+
+        skipped = Warnings()
+        loaded = load_rules(rules_path, warnings=skipped, tolerant=True)
+        return compile_rules(loaded, known_modes=set(mode_catalog()) or None), skipped.items
+
+    pack, skipped = cache.cached("pack", entry_key, build, modules=(
+        "precdx.rulepack.compiler", "precdx.rulepack.schema", "precdx.vocabulary"))
+    return pack, skipped, entry_key
 
 
 _pack_warnings: dict[tuple[str, str], Warnings] = {}
 
 
 def get_matcher(engine: str = "durable", rules_path: str | None = None):
-    """The compiled pack and its matcher, cached per (engine, rule folder). Rules of another
+    """The compiled pack and its matcher, cached per (engine, rule folder) in the process and
+    on disk (the pack and the durable program; engine/cache.py). Rules of another
     schema_version are skipped with a warning (tolerant runtime; lint stays strict)."""
     key = (engine, str(rules_path or ""))
     with _lock:
         if key not in _packs:
+            from precdx import cache
+
+            pack, items, pack_key = _cached_pack(rules_path)
             skipped = Warnings()
-            pack = load_pack(rules_path, warnings=skipped)
-            _packs[key] = (pack, compile_matcher(pack, engine))
+            for item in items:
+                skipped.add(**item)
+            program = None
+            if engine == "durable":
+                from precdx.matching.durable_compile import compile_program
+
+                program = cache.cached("durable", pack_key, lambda: compile_program(pack).without_paths(),
+                                       modules=("precdx.matching.durable_compile",))
+            _packs[key] = (pack, compile_matcher(pack, engine, program=program))
             _pack_warnings[key] = skipped
         return _packs[key]
 

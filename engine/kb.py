@@ -31,7 +31,7 @@ _THRESHOLD_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # grad norm 10 %, 1000 steps): every rule may refer to its thresholds besides its own mode's.
 TOLERANCES_ENTRY, TOLERANCES_AREA = "aligned.within_noise", "verdict"
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, defer_build=True)
 
 
 class Command(BaseModel):
@@ -232,11 +232,24 @@ def load_entry(path: Path) -> KbEntry:
     return entry
 
 
+def kb_files(directory: str | Path) -> list[Path]:
+    """What a knowledge base is read from: entries and strays alike (files, or folders named so)."""
+    root = Path(directory)
+    return sorted((*root.glob("*.y*ml"), *root.glob("*/*.y*ml")))
+
+
 @functools.lru_cache(maxsize=8)
 def _load_dir(directory: str) -> tuple[tuple[str, KbEntry], ...]:
     root = Path(directory)
     if not root.is_dir():
         raise PrecdxError("knowledge base directory not found", path=directory)
+    from precdx import cache
+
+    return cache.cached("kb", cache.key("kb", kb_files(root), directory), lambda: _read_dir(root, directory),
+                        modules=(__name__, "precdx.vocabulary"))
+
+
+def _read_dir(root: Path, directory: str) -> tuple[tuple[str, KbEntry], ...]:
     entries: dict[str, KbEntry] = {}
     origin: dict[str, Path] = {}
     stray = sorted(p for p in root.glob("*.y*ml"))
@@ -287,8 +300,10 @@ def tolerance(name: str) -> float:
 
 @functools.lru_cache(maxsize=4)
 def _tolerances(directory: str) -> dict[str, float]:
+    from precdx import cache
+
     path = Path(directory) / TOLERANCES_AREA / f"{TOLERANCES_ENTRY}.yaml"
-    return dict(load_entry(path).thresholds)
+    return cache.cached("tolerances", cache.key("tolerances", [path]), lambda: dict(load_entry(path).thresholds))
 
 
 def clear_cache() -> None:

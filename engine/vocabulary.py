@@ -63,7 +63,7 @@ AREAS: tuple[str, ...] = get_args(Area)
 class Text(BaseModel):
     """Bilingual text: English, and Chinese where written (`get("zh")` falls back to English)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
     en: str
     zh: str | None = None
 

@@ -6,17 +6,11 @@ schema errors can point at a line.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
-import yaml
-
 from precdx.errors import PrecdxError
-
-try:  # the C loader is ~6x faster; fall back silently when libyaml is absent
-    _Base = yaml.CSafeLoader  # type: ignore[attr-defined]
-except AttributeError:  # pragma: no cover
-    _Base = yaml.SafeLoader
 
 MAX_ALIASES = 200
 MAX_NODES = 1_000_000
@@ -35,34 +29,6 @@ class LineDict(dict):
 
 class LineList(list):
     line: int | None = None
-
-
-class _StrictLoader(_Base):  # type: ignore[misc, valid-type]
-    """Fast (C) strict loader."""
-
-    def __init__(self, stream: Any, path: str) -> None:
-        super().__init__(stream)
-        self._path = path
-
-
-class _CountingLoader(yaml.SafeLoader):
-    """Pure-Python strict loader that counts aliases and nodes while composing."""
-    def __init__(self, stream: Any, path: str) -> None:
-        super().__init__(stream)
-        self._path = path
-        self._aliases = 0
-        self._nodes = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:  # count aliases: anchor bombs
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_ALIASES:
-                raise PrecdxError(f"too many YAML aliases (> {MAX_ALIASES}); refusing a possible alias bomb",
-                                  path=self._path)
-        self._nodes += 1
-        if self._nodes > MAX_NODES:
-            raise PrecdxError("YAML document too large", path=self._path)
-        return super().compose_node(parent, index)
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> LineDict:
@@ -96,9 +62,53 @@ def _construct_sequence(loader: _StrictLoader, node: yaml.SequenceNode, deep: bo
     return out
 
 
-for _cls in (_StrictLoader, _CountingLoader):
-    _cls.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-    _cls.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+@functools.lru_cache(maxsize=1)
+def _loaders() -> tuple[Any, type, type]:
+    """(yaml, the strict loader, the counting loader), made on first use: a call that reads no
+    YAML (a cached rule pack and kb, a case without YAML files) does not load PyYAML."""
+    import yaml
+
+    try:  # the C loader is ~6x faster; fall back silently when libyaml is absent
+        base = yaml.CSafeLoader  # type: ignore[attr-defined]
+    except AttributeError:  # pragma: no cover
+        base = yaml.SafeLoader
+
+    class _StrictLoader(base):  # type: ignore[misc, valid-type]
+        """Fast (C) strict loader."""
+
+        def __init__(self, stream: Any, path: str) -> None:
+            super().__init__(stream)
+            self._path = path
+
+    class _CountingLoader(yaml.SafeLoader):
+        """Pure-Python strict loader that counts aliases and nodes while composing."""
+        def __init__(self, stream: Any, path: str) -> None:
+            super().__init__(stream)
+            self._path = path
+            self._aliases = 0
+            self._nodes = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:  # count aliases: anchor bombs
+            if self.check_event(yaml.AliasEvent):
+                self._aliases += 1
+                if self._aliases > MAX_ALIASES:
+                    raise PrecdxError(f"too many YAML aliases (> {MAX_ALIASES}); refusing a possible alias bomb",
+                                      path=self._path)
+            self._nodes += 1
+            if self._nodes > MAX_NODES:
+                raise PrecdxError("YAML document too large", path=self._path)
+            return super().compose_node(parent, index)
+
+    for cls in (_StrictLoader, _CountingLoader):
+        cls.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+        cls.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+    return yaml, _StrictLoader, _CountingLoader
+
+
+def __getattr__(name: str) -> Any:  # the loader classes, for the tests that inspect them
+    if name in ("_StrictLoader", "_CountingLoader"):
+        return _loaders()[1 if name == "_StrictLoader" else 2]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _ALIAS_TOKEN = re.compile(r"(?:^|[\s\[{,:-])\*[^\s,\]}]+")
@@ -111,7 +121,8 @@ def load_yaml_text(text: str, path: str) -> Any:
     # The C composer does not call back into Python, so aliases are counted on the pure-Python
     # composer whenever the text could hold more of them than allowed (alias bombs).
     many_aliases = len(_ALIAS_TOKEN.findall(text)) > MAX_ALIASES
-    loader = (_CountingLoader if many_aliases else _StrictLoader)(text, path)
+    yaml, strict, counting = _loaders()
+    loader = (counting if many_aliases else strict)(text, path)
     try:
         data = loader.get_single_data()
         # Few aliases can still nest into billions of nodes (9 aliases of 9 aliases of ...):

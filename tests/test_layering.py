@@ -22,7 +22,7 @@ PACKAGE = "precdx"  # its import name (pyproject maps the folder; tests/test_pac
 # Bottom first. A unit may import its own modules and units of lower layers only.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {PACKAGE, "errors", "paths", "progress", "compression"}),
-    ("shared vocabulary, safe YAML", {"vocabulary", "yamlsafe"}),
+    ("shared vocabulary, safe YAML, on-disk cache", {"vocabulary", "yamlsafe", "cache"}),
     ("facts, knowledge base", {"facts", "kb"}),
     ("failure-mode catalogue, collector interface", {"modes", "collectors"}),
     ("training logs", {"collectors.logs"}),

@@ -103,7 +103,7 @@ def F(description: str, *, unit: str | None = None, match: bool = True, default:
 class Fact(BaseModel):
     """Base of every fact type."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=True, defer_build=True)
 
     type: str
     source: str | None = F("file (or files) the fact was derived from", match=False)

@@ -9,11 +9,13 @@ from precdx.matching.base import Firing, Matcher  # noqa: F401
 from precdx.vocabulary import ENGINES  # noqa: F401 (declared there)
 
 
-def compile_matcher(pack, engine: str = "durable") -> Matcher:
+def compile_matcher(pack, engine: str = "durable", *, program=None) -> Matcher:
+    """`program`: the pack's durable-rules translation when already at hand (a cached
+    `durable_compile.compile_program(pack)`)."""
     if engine == "python":
         from precdx.matching.python_engine import PythonMatcher
         return PythonMatcher(pack)
     if engine == "durable":
         from precdx.matching.durable_engine import DurableMatcher
-        return DurableMatcher(pack)
+        return DurableMatcher(pack, program=program)
     raise ValueError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from precdx.errors import PrecdxError
@@ -136,6 +136,13 @@ class EngineRule:
 class Program:
     shards: list[list[EngineRule]]
     plans: dict[str, TypePlan]
+    texts: list[str] = field(default_factory=list)  # each shard's ruleset definition (JSON for the engine)
+
+    def without_paths(self) -> "Program":
+        """The program as a matcher runs it: without the alpha chains, which only sharding
+        reads (what the on-disk cache keeps; half the size, a third of the load time)."""
+        shards = [[replace(r, paths=()) for r in rules] for rules in self.shards]
+        return Program(shards=shards, plans=self.plans, texts=self.texts)
 
 
 # ---------------------------------------------------------------- translation
@@ -515,7 +522,7 @@ def compile_program(pack: CompiledPack, *, alpha_budget: int = ALPHA_BUDGET) -> 
             if why:
                 raise _rule_error(rule, why)
             shards.append(fresh)
-    return Program(shards=[s.rules for s in shards], plans=tr.plans)
+    return Program(shards=[s.rules for s in shards], plans=tr.plans, texts=[ruleset_json(s.rules) for s in shards])
 
 
 def ruleset_json(rules: list[EngineRule]) -> str:

@@ -25,8 +25,7 @@ from precdx.errors import PrecdxError
 from precdx.facts import NONFINITE_SUFFIX, Fact, match_dict
 from precdx.matching.base import Firing
 from precdx.matching.durable_compile import (ALPHA_BUDGET, END_RULE, END_TYPE, NEG_PREFIX, NUMERIC,
-                                             EngineRule, Program, TypePlan, compile_program,
-                                             ruleset_json)
+                                             EngineRule, Program, TypePlan, compile_program)
 from precdx.matching.durable_serial import (FACT_IDS, MAX_SIDS, SESSION_IDS, fact_ids, format_number,
                                             format_string)
 from precdx.rulepack.compiler import CompiledPack
@@ -130,7 +129,7 @@ class _Encoder:
 
 # ---------------------------------------------------------------- one C ruleset
 class _Ruleset:
-    def __init__(self, name: str, rules: list[EngineRule]) -> None:
+    def __init__(self, name: str, rules: list[EngineRule], text: str) -> None:
         self.name = name
         self.rules = {r.name: r for r in rules}
         self.rule_ids = sorted({r.rule_id for r in rules})
@@ -141,7 +140,7 @@ class _Ruleset:
         self.used: list[str] = [self.sid]
         self.handle: int | None = None
         try:
-            self.handle = _engine.create_ruleset(name, ruleset_json(rules))
+            self.handle = _engine.create_ruleset(name, text)
         except Exception as exc:
             raise PrecdxError(f"the durable engine rejected ruleset {name} (rules {self._rules_text()}): "
                               f"{_describe(exc)}", hint="run with --engine python", exit_code=3) from None
@@ -251,15 +250,17 @@ class DurableMatcher:
 
     name = "durable"
 
-    def __init__(self, pack: CompiledPack, *, alpha_budget: int = ALPHA_BUDGET) -> None:
+    def __init__(self, pack: CompiledPack, *, alpha_budget: int = ALPHA_BUDGET, program: Program | None = None) -> None:
+        """`program`: `compile_program(pack, alpha_budget=alpha_budget)` when already at hand."""
         self.pack = pack
-        self.program: Program = compile_program(pack, alpha_budget=alpha_budget)
+        self.program: Program = program if program is not None else compile_program(pack, alpha_budget=alpha_budget)
         self._encoder = _Encoder(self.program.plans)
         serial = next(_RULESET_SERIAL)
         self._rulesets: list[_Ruleset] = []
         try:
             for k, rules in enumerate(self.program.shards):
-                self._rulesets.append(_Ruleset(f"precdx_{pack.version or 'pack'}_v{serial}_{k}", rules))
+                self._rulesets.append(_Ruleset(f"precdx_{pack.version or 'pack'}_v{serial}_{k}", rules,
+                                               self.program.texts[k]))
         except PrecdxError:
             _close_all(self._rulesets)
             raise

@@ -34,7 +34,7 @@ JOIN_OPERATORS = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class Ref(_Strict):

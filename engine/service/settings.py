@@ -117,6 +117,8 @@ OTHER_ENVIRONMENT: list[tuple[str, str]] = [
     ("PRECDX_WORKERS", "processes that read msprobe dumps"),
     ("PRECDX_DASK_SCHEDULER", "a Dask cluster that reads msprobe dumps"),
     ("PRECDX_NATIVE", "0: read logs without the compiled kernels (tools/build_native.py builds them)"),
+    ("PRECDX_CACHE_DIR", "folder of the parsed rule pack and kb cache (default $XDG_CACHE_HOME/precdx, "
+                         "else ~/.cache/precdx; 'off' turns it off)"),
     ("FORWARDED_ALLOW_IPS", "proxies whose X-Forwarded-For names the client (uvicorn; default 127.0.0.1,::1); "
                             "the rate limit counts per that client address"),
 ]
