@@ -10,8 +10,11 @@ STAMP  := $(VENV)/.precdx-installed
 # PYTHONDONTWRITEBYTECODE is set the interpreter never writes them either, so every `precdx`
 # call would compile ~190 modules from source (0.3 s). compileall writes them regardless of that
 # variable and skips the files whose .pyc is up to date. (A wheel install gets them from pip.)
+# The block reader's C kernels (logs/scan.c) are built once per version of their source (a no-op
+# when built; without a C compiler the tool says so and numpy does the same work).
 setup: $(STAMP)
 	$(BIN)/python -m compileall -q engine
+	$(BIN)/python tools/build_native.py --quiet
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +22,6 @@ $(STAMP): pyproject.toml
 	# CPU build of torch (a bare `torch` requirement would pull a multi-GB CUDA build)
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[serve,test,tracking,wandb,zstd,mcp]'
-	# the block reader's C kernels (logs/scan.c; without a C compiler numpy does the same work)
-	$(BIN)/python tools/build_native.py
 	touch $(STAMP)
 
 demo: setup
