@@ -27,8 +27,11 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/precdx demo
 
+# The suite runs on two pytest-xdist workers. worksteal hands each worker half of the tests in
+# collection order (a module's tests stay together, so module-scoped fixtures are built once)
+# and lets an idle worker take the other's remaining tests. `pytest` alone still runs it on one.
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist worksteal
 	$(BIN)/precdx rules lint
 	$(BIN)/precdx audit --fail-under 100
 

@@ -178,8 +178,15 @@ def find_kb_dir(package_dir: Path) -> Path:
 
 
 def kb_dir() -> Path:
-    """The knowledge base this installation uses."""
-    return find_kb_dir(Path(__file__).resolve().parent)
+    """The knowledge base this installation uses (resolved)."""
+    return _installed_kb_dir()
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_kb_dir() -> Path:
+    # found once: every diagnosis loads the kb, and resolving the paths again each time cost
+    # half of a planner run (which diagnoses once per candidate question)
+    return find_kb_dir(Path(__file__).resolve().parent).resolve()
 
 
 def _line_for(raw: Any, loc: tuple) -> int | None:
@@ -276,8 +283,8 @@ def _read_dir(root: Path, directory: str) -> tuple[tuple[str, KbEntry], ...]:
 
 def load_kb(path: str | Path | None = None) -> dict[str, KbEntry]:
     """All kb entries by id (cached per directory; entries are immutable)."""
-    directory = Path(path) if path is not None else kb_dir()
-    return dict(_load_dir(str(directory.resolve())))
+    directory = Path(path).resolve() if path is not None else kb_dir()
+    return dict(_load_dir(str(directory)))
 
 
 def thresholds_for(mode: str | None, path: str | Path | None = None) -> dict[str, tuple[float, str]]:

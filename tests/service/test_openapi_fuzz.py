@@ -1,11 +1,12 @@
 """Property-based run against the served OpenAPI spec (schemathesis): every generated request,
-valid or not, gets a documented, well-formed answer and never a server error."""
-from __future__ import annotations
+valid or not, gets a documented, well-formed answer and never a server error.
 
-import atexit
-import shutil
-import tempfile
-from pathlib import Path
+The schema is loaded lazily, from a fixture: schemathesis builds an operation's test cases --
+its coverage phase alone is about 5,000 deterministic requests for each of the three operations
+that take a list of facts -- when the test runs, not when the module is collected. A run that
+does not include this module (the fast lane, `-k`, another xdist worker) does not pay for them.
+The three fact-taking operations are tests of their own (each some 20-40 s), the rest one test."""
+from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -15,12 +16,41 @@ schemathesis = pytest.importorskip("schemathesis", reason="schemathesis not inst
 from precdx.service.app import create_app  # noqa: E402
 from tests.service.conftest import make_settings  # noqa: E402
 
-_TMP = tempfile.mkdtemp(prefix="precdx-fuzz-")
-atexit.register(shutil.rmtree, _TMP, True)
 TOKEN = "fuzz-token"
-APP = create_app(make_settings(Path(_TMP), max_extracted_bytes=2_000_000, max_request_bytes=1_000_000,
-                               request_timeout=20.0, token=TOKEN))
-schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
+# the operations whose body is a list of facts (the typed fact union): most of the requests
+FACT_TAKING = ("/v1/diagnose", "/v1/sessions", "/v1/sessions/{session_id}/turns")
+
+
+@pytest.fixture(scope="module")
+def api_schema(tmp_path_factory):
+    app = create_app(make_settings(tmp_path_factory.mktemp("fuzz"), max_extracted_bytes=2_000_000,
+                                   max_request_bytes=1_000_000, request_timeout=20.0, token=TOKEN))
+    return schemathesis.openapi.from_asgi("/openapi.json", app)
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@pytest.fixture(scope="module")
+def client(api_schema):
+    """One in-process client for every generated request (schemathesis would otherwise build a
+    new requests session per request and read the proxy settings from the environment for each,
+    a fifth of the run). The app sets no cookies; the jar is emptied after each request anyway,
+    so every request starts as on a fresh client. Its auth probes still use their own clients."""
+    from schemathesis.python import asgi
+
+    with asgi.get_client(api_schema.app) as c:
+        c.trust_env = False  # no proxies or .netrc for an in-process app
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def _node_id_for_subtests(request):
+    """schemathesis' lazy tests read and rename `node._nodeid` to label each operation's subtest;
+    pytest 9.2 keeps the node id elsewhere, so the attribute is given here (reporting only)."""
+    if not hasattr(request.node, "_nodeid"):
+        request.node._nodeid = request.node.nodeid
+    yield
 
 
 @schemathesis.serializer("application/zip", "application/gzip", "application/x-tar")
@@ -45,9 +75,35 @@ class BearerToken:
 # vocabulary and for contradictions, which the JSON Schema of a free-form fact list cannot say,
 # so a schema-valid but meaningless fact is rightly refused with 422.
 EXCLUDED = [schemathesis.checks.positive_data_acceptance]
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 
 
-@schema.parametrize()
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-def test_api_never_fails_on_generated_requests(case):
-    case.call_and_validate(excluded_checks=EXCLUDED)
+def _never_fails(case, client):
+    try:
+        case.call_and_validate(excluded_checks=EXCLUDED, session=client)
+    finally:
+        client.cookies.clear()
+
+
+@schema.exclude(method="POST", path=list(FACT_TAKING)).parametrize()
+@SETTINGS
+def test_api_never_fails_on_generated_requests(case, client):
+    _never_fails(case, client)
+
+
+@schema.include(method="POST", path="/v1/diagnose").parametrize()
+@SETTINGS
+def test_diagnose_never_fails_on_generated_requests(case, client):
+    _never_fails(case, client)
+
+
+@schema.include(method="POST", path="/v1/sessions").parametrize()
+@SETTINGS
+def test_session_creation_never_fails_on_generated_requests(case, client):
+    _never_fails(case, client)
+
+
+@schema.include(method="POST", path="/v1/sessions/{session_id}/turns").parametrize()
+@SETTINGS
+def test_session_turns_never_fail_on_generated_requests(case, client):
+    _never_fails(case, client)

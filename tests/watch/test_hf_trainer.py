@@ -9,23 +9,29 @@ import pytest
 
 pytestmark = pytest.mark.slow  # trains with the real transformers Trainer: outside the fast lane (pytest -m 'not slow')
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
-
-import torch  # noqa: E402
-from transformers import Trainer, TrainingArguments  # noqa: E402
-
-from precdx.diagnosis import diagnose  # noqa: E402
-from precdx.errors import Warnings  # noqa: E402
-from precdx.pipeline import collect, discover  # noqa: E402
-from precdx.watch import HFWatchCallback, replay  # noqa: E402
-from tests.watch.hf_parts import Sequences, make_model  # noqa: E402
+from precdx.diagnosis import diagnose
+from precdx.errors import Warnings
+from precdx.pipeline import collect, discover
+from precdx.watch import replay
 
 STEPS = 6
 
 
+@pytest.fixture
+def torch():
+    """torch and transformers are imported when the test runs, not when the module is collected
+    (transformers alone takes seconds to import)."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    return pytest.importorskip("torch")
+
+
 def _train(tmp_path, name, lr, **watch):
+    from transformers import Trainer, TrainingArguments
+
+    from precdx.watch import HFWatchCallback
+    from tests.watch.hf_parts import Sequences, make_model
+
     args = TrainingArguments(output_dir=str(tmp_path / f"{name}_out"), max_steps=STEPS, logging_steps=1,
                              learning_rate=lr, per_device_train_batch_size=4, report_to=[], use_cpu=True,
                              save_strategy="no", seed=7, data_seed=7, max_grad_norm=1.0,
@@ -35,7 +41,9 @@ def _train(tmp_path, name, lr, **watch):
     return cb.watcher
 
 
-def test_hf_trainer_watch_capture_replay_diagnose(tmp_path):
+def test_hf_trainer_watch_capture_replay_diagnose(tmp_path, torch):
+    from tests.watch.hf_parts import make_model
+
     torch.set_num_threads(1)
     base = _train(tmp_path, "base", 1e-3)
     assert base.breach is None and (tmp_path / "base" / "target" / "train.log").is_file()

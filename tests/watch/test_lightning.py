@@ -9,18 +9,23 @@ import pytest
 
 pytestmark = pytest.mark.slow  # trains with the real Lightning Trainer: outside the fast lane (pytest -m 'not slow')
 
-pytest.importorskip("torch")
-pytest.importorskip("lightning")
+from precdx.watch import replay
 
-import lightning.pytorch as pl  # noqa: E402
-import torch  # noqa: E402
 
-from precdx.watch import LightningWatchCallback, replay  # noqa: E402
-from precdx.watch.lightning import lightning_step  # noqa: E402
-from tests.watch.lightning_parts import Tiny, loader, make_module  # noqa: E402
+@pytest.fixture
+def torch():
+    """torch and lightning are imported when the test runs, not when the module is collected
+    (lightning alone takes seconds to import)."""
+    pytest.importorskip("lightning")
+    return pytest.importorskip("torch")
 
 
 def _fit(tmp_path, name, lr, **watch):
+    import lightning.pytorch as pl
+
+    from precdx.watch import LightningWatchCallback
+    from tests.watch.lightning_parts import Tiny, loader
+
     cb = LightningWatchCallback(out=tmp_path / name, quiet=True, **watch)
     trainer = pl.Trainer(callbacks=[cb], max_steps=5, accelerator="cpu", devices=1, logger=False,
                          enable_checkpointing=False,
@@ -30,7 +35,10 @@ def _fit(tmp_path, name, lr, **watch):
     return cb.watcher
 
 
-def test_lightning_watch_capture_and_replay(tmp_path):
+def test_lightning_watch_capture_and_replay(tmp_path, torch):
+    from precdx.watch.lightning import lightning_step
+    from tests.watch.lightning_parts import make_module
+
     torch.set_num_threads(1)
     base = _fit(tmp_path, "base", 1e-2)
     assert base.breach is None

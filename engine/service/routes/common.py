@@ -27,19 +27,21 @@ def reply_responses(model: Any, status: int = 200) -> dict:
                                     "text: the chat message; html: the full report"}}
 
 
-def _settings(request: Request) -> Settings:
+# async: FastAPI runs a plain `def` dependency in its thread pool, a thread hand-off per dependency and
+# request for reading an attribute
+async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def _store(request: Request) -> SessionStore:
+async def _store(request: Request) -> SessionStore:
     return request.app.state.store
 
 
-def _runner(request: Request) -> JobRunner:
+async def _runner(request: Request) -> JobRunner:
     return request.app.state.runner
 
 
-def _reports(request: Request) -> ReportStore:
+async def _reports(request: Request) -> ReportStore:
     return request.app.state.reports
 
 
