@@ -38,9 +38,8 @@ from precdx.collectors.logs.formats import builtin_parsers
 from precdx.collectors.logs.formats.base import LineParser
 from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, HEADER, MegatronParser
 from precdx.collectors.logs.model import Record, Rows, parse_num
-from precdx.collectors.logs.reader import (BINARY_SNIFF, MAX_LINE, Dispatcher, ReadStats, iter_log, looks_binary)
 from precdx.collectors.logs import native
-from precdx.compression import open_binary
+from precdx.collectors.logs.reader import MAX_LINE, Dispatcher, ReadStats, iter_log, open_log
 
 pa = pc = None  # pyarrow and pyarrow.compute, imported by _arrow() for the first log that needs them
 
@@ -89,25 +88,18 @@ def read_into(path: Path, stats: ReadStats, builder, parsers: list[LineParser] |
     that the bulk cast's one-time set-up costs more than it saves). Raises OSError if the file
     cannot be opened."""
     parsers = parsers if parsers is not None else builtin_parsers()
-    plan = None
+    small = False
     if columns is None:
         size = os.path.getsize(path)
-        columns = size >= COLUMNS_FROM
-        if size >= PER_LINE_BELOW:
-            plan = _Plan.of(parsers, columns)
-    else:
-        plan = _Plan.of(parsers, columns)
+        columns, small = size >= COLUMNS_FROM, size < PER_LINE_BELOW
+    plan = None if small else _Plan.of(parsers, columns)
     if plan is None:
         for item in iter_log(path, stats, parsers):
             builder.add(item)
         return
-    with open_binary(path) as fh:  # .gz / .zst logs decompressed on the fly
-        head = fh.read(BINARY_SNIFF)
-        if looks_binary(head):
-            stats.binary = True
-            return
-        fh.seek(0)
-        _Reader(plan, stats, builder).run(fh, block)
+    with open_log(path, stats) as fh:
+        if fh is not None:
+            _Reader(plan, stats, builder).run(fh, block)
 
 
 def _threads() -> int:

@@ -2,6 +2,7 @@
 capped line length, one pass, items handed on as they are found (never a list of all lines)."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -161,17 +162,27 @@ def _decoded_lines(fh, stats: ReadStats, block: int = 1 << 22) -> Iterator[str]:
         yield rest.decode("utf-8", errors="replace").rstrip("\r")
 
 
+@contextmanager
+def open_log(path: Path, stats: ReadStats):
+    """The log's bytes (.gz / .zst decompressed on the fly) from the start, or None when its
+    head looks binary (then stats.binary is set). Raises OSError if it cannot be opened."""
+    with open_binary(path) as fh:
+        if looks_binary(fh.read(BINARY_SNIFF)):
+            stats.binary = True
+            yield None
+            return
+        fh.seek(0)
+        yield fh
+
+
 def iter_log(path: Path, stats: ReadStats, parsers: list[LineParser] | None = None,
              block: int = 1 << 22) -> Iterator[Item]:
     """Items of one log file, streamed, one line at a time (the reference path; the logs
     collector reads through `blocks.read_into`, which gives the same). Raises OSError if the
     file cannot be opened."""
-    with open_binary(path) as fh:  # .gz / .zst logs decompressed on the fly
-        head = fh.read(BINARY_SNIFF)
-        if looks_binary(head):
-            stats.binary = True
+    with open_log(path, stats) as fh:
+        if fh is None:
             return
-        fh.seek(0)
         for item in parse_lines(_decoded_lines(fh, stats, block), parsers):
             if isinstance(item, Record):
                 stats.frameworks[item.framework] = stats.frameworks.get(item.framework, 0) + 1

@@ -68,13 +68,12 @@ def test_md5_rerun_csv_all_pass_is_reproducible(samples: Path, tmp_path: Path) -
     assert step.all_match and step.mode == "md5" and step.n_compared == 67
 
 
-def test_rerun_csv_names_the_nondeterministic_api(samples: Path, tmp_path: Path) -> None:
-    """A target-vs-rerun CSV (in the rerun's folder, as msprobe compare -tp writes it): one output
-    statistic differs in the last bits while the inputs are equal."""
-    src = (samples / "10_compare_statistics_eps/compare_result_20261129135419.csv").read_text()
-    # make the rerun pair of the *base* dump: bench = npu everywhere, then nudge one output
+def _rerun_pair_csv(samples: Path, csv: Path) -> Path:
+    """The sample statistics CSV made into the rerun pair of its *base* dump (bench = NPU
+    everywhere), with one output statistic nudged in its last bits; written to `csv`."""
     import csv as _csv
     import io
+    src = (samples / "10_compare_statistics_eps/compare_result_20261129135419.csv").read_text()
     rows = list(_csv.reader(io.StringIO(src)))
     col = {n: i for i, n in enumerate(rows[0])}
     for r in rows[1:]:
@@ -84,8 +83,14 @@ def test_rerun_csv_names_the_nondeterministic_api(samples: Path, tmp_path: Path)
             r[col["NPU mean"]] = repr(float(r[col["Bench mean"]]) * (1 + 2 ** -20))
     out = io.StringIO()
     _csv.writer(out, lineterminator="\n").writerows(rows)
-    csv = tmp_path / "compare_result_rank0_20261129000000.csv"
     csv.write_text(out.getvalue())
+    return csv
+
+
+def test_rerun_csv_names_the_nondeterministic_api(samples: Path, tmp_path: Path) -> None:
+    """A target-vs-rerun CSV (in the rerun's folder, as msprobe compare -tp writes it): one output
+    statistic differs in the last bits while the inputs are equal."""
+    csv = _rerun_pair_csv(samples, tmp_path / "compare_result_rank0_20261129000000.csv")
     facts, _ = _csv_facts(tmp_path / "case", csv, "target_rerun")
     n = of_type(facts, "nondeterministic_api")[0]
     assert (n.api, n.kind, n.mode, n.role) == ("Functional.softmax.0.forward", "nondeterministic_op", "exact", "target_rerun")
@@ -167,21 +172,8 @@ def test_rerun_csv_is_told_by_its_rows_in_any_folder(samples: Path, tmp_path: Pa
     the linear before the first difference is bit-identical on both sides (kernels never agree to
     the last bit across devices) and the first differing API got identical inputs and is off in
     the last digits only."""
-    import csv as _csv
-    import io
     from precdx.collectors.msprobe.compare_result import read_compare_result
-    rows = list(_csv.reader(io.StringIO(
-        (samples / "10_compare_statistics_eps/compare_result_20261129135419.csv").read_text())))
-    col = {n: i for i, n in enumerate(rows[0])}
-    for r in rows[1:]:
-        for k in ("max", "min", "mean", "l2norm"):
-            r[col[f"NPU {k}"]] = r[col[f"Bench {k}"]]
-        if r[0] == "Functional.softmax.0.forward.output.0":
-            r[col["NPU mean"]] = repr(float(r[col["Bench mean"]]) * (1 + 2 ** -20))
-    out = io.StringIO()
-    _csv.writer(out, lineterminator="\n").writerows(rows)
-    csv = tmp_path / "compare_result_rank0_20261129000001.csv"
-    csv.write_text(out.getvalue())
+    csv = _rerun_pair_csv(samples, tmp_path / "compare_result_rank0_20261129000001.csv")
     assert read_compare_result(csv, Warnings()).same_device
     facts, _ = _csv_facts(tmp_path / "case", csv, "target")
     n = of_type(facts, "nondeterministic_api")[0]
