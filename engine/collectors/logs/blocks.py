@@ -25,6 +25,7 @@ has no `contains`), or when pyarrow is missing.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 from collections import deque
@@ -34,11 +35,12 @@ from pathlib import Path
 
 import numpy as np
 
-from precdx.collectors.logs.formats import builtin_parsers
+from precdx.collectors.logs.formats import DIGIT_BLIND, builtin_parsers
 from precdx.collectors.logs.formats.base import LineParser
 from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, HEADER, MegatronParser
 from precdx.collectors.logs.model import Record, Rows, parse_num
 from precdx.collectors.logs import native
+from precdx.collectors.logs.shapes import Shapes, fingerprint, make_items, rows_of
 from precdx.collectors.logs.reader import MAX_LINE, Dispatcher, ReadStats, iter_log, open_log
 
 pa = pc = None  # pyarrow and pyarrow.compute, imported by _arrow() for the first log that needs them
@@ -120,7 +122,12 @@ class _Scan:
     rows: "Rows | None"    # Megatron rows read in columns (line = index in the block)
     row_idx: np.ndarray
     fast: np.ndarray       # per line: read in columns
-    residual: np.ndarray   # other lines holding a trigger
+    residual: np.ndarray   # other lines holding a trigger (or of a shape read per line)
+    rhash: list            # per residual line: its shape hash when the shape is new, else 0
+    tl: np.ndarray | None = None  # lines of learnt shapes (shapes.py), in order,
+    tt: np.ndarray | None = None  # their shapes,
+    tv: np.ndarray | None = None  # and their tokens' values (a row per line)
+    table: object = None          # the shapes.Table they were looked up in
 
 
 def _escape(literal: bytes) -> str:
@@ -145,6 +152,9 @@ class _Plan:
         self.megatron = megatron if columns else None  # read its iteration lines in columns
         self.relevant = relevant                      # literals that matter on a Megatron line
         self.relevant_text = [t.decode("utf-8") for t in relevant]
+        # learn line shapes (shapes.py): every parser digit-blind, no hint holding a digit
+        self.shapes = all(type(p) in DIGIT_BLIND and not any(c.isdigit() for h in p.hints for c in h)
+                          for p in parsers)
 
     @classmethod
     def of(cls, parsers: list[LineParser], columns: bool = True) -> "_Plan | None":
@@ -185,7 +195,10 @@ class _Reader:
         self.layouts: list[_Layout] = []  # most recently used first; shared by the scan threads
         self.lock = threading.Lock()
         # the compiled kernels (native/scan.c) when they can be had, else numpy does the same work
-        self.kern = native.kernels() if plan.megatron is not None else None
+        # (and no line shapes are learnt)
+        self.kern = native.kernels() if plan.megatron is not None or plan.shapes else None
+        self.shapes = Shapes(self.disp) if plan.shapes and self.kern is not None else None
+        self.state = fingerprint(self.disp.parsers)  # the parsers' state (while shapes are learnt)
 
     # -- the per-line reader's cuts ------------------------------------------------------------
     def run(self, fh, block: int) -> None:
@@ -269,6 +282,8 @@ class _Reader:
             for item in feed(text, self.lineno):
                 count(item)
                 add(item, at=self.lineno)
+        if self.shapes is not None:
+            self.state = fingerprint(self.disp.parsers)
 
     # -- one block of whole lines ----------------------------------------------------------------
     def _scan(self, body: bytes) -> "_Scan | list[str]":
@@ -296,7 +311,30 @@ class _Reader:
             rows, row_idx = self._megatron(body, a, starts, nl, cand)
         fast = np.zeros(n, dtype=bool)
         fast[row_idx] = True
-        return _Scan(body, starts, nl, rows, row_idx, fast, self._with_triggers(body, starts, nl, fast))
+        others = np.flatnonzero(~fast)
+        if self.shapes is None:
+            residual = self._with_triggers(body, starts, nl, others)
+            return _Scan(body, starts, nl, rows, row_idx, fast, residual, [0] * residual.size)
+        # Lines of a learnt shape: read from their tokens (or per line, for a shape that must be);
+        # the others are looked at for triggers.
+        table = self.shapes.table
+        address = a.ctypes.data
+        hashes, tid = native.shapes(self.kern, address, starts, nl, others, table)
+        known = tid >= 0
+        reads = np.zeros(others.size, dtype=bool)
+        reads[known] = table.reads[tid[known]]
+        tl, tt = others[reads], tid[reads]
+        tv, slow = native.values(self.kern, address, starts, tl, tt, table)
+        per_line = np.concatenate([others[known & ~reads], tl[slow]])
+        if slow.any():
+            tl, tt, tv = tl[~slow], tt[~slow], tv[~slow]
+        unknown = ~known
+        new = self._with_triggers(body, starts, nl, others[unknown])
+        new_hash = hashes[unknown][np.searchsorted(others[unknown], new)] if new.size else hashes[:0]
+        residual = np.concatenate([per_line, new])
+        rhash = np.concatenate([np.zeros(per_line.size, dtype=np.uint64), new_hash])
+        order = np.argsort(residual, kind="stable")
+        return _Scan(body, starts, nl, rows, row_idx, fast, residual[order], rhash[order].tolist(), tl, tt, tv, table)
 
     def _merge(self, scan: "_Scan | list[str] | tuple") -> None:
         """Feed one scanned block to the parsers (the lines that need them) and the builder."""
@@ -316,60 +354,147 @@ class _Reader:
         n = int(nl.size)
         first = self.lineno + 1
         self.stats.lines += n
-        # Items of the residual lines, in order; a parser mid-record sees the following lines too.
+        # Items of the lines read per line, in order; a parser mid-record sees the following lines
+        # too. Lines of learnt shapes are read from their shape while the parsers' state is the
+        # one it was learnt in (else per line).
         items: list[tuple[int, object]] = []
-        taken: list[int] = []
-        disp, feed = self.disp, self.disp.feed
-        pos = 0
+        fed: list[int] = []
+        disp, feed, shapes = self.disp, self.disp.feed, self.shapes
+        res, rhash = scan.residual.tolist(), scan.rhash
+        tl = scan.tl.tolist() if scan.tl is not None else []
+        if tl:
+            tkey, tmask = scan.table.state[scan.tt], scan.table.maskid[scan.tt]
+            tkey_l, tmask_l = tkey.tolist(), tmask.tolist()
+
+        def per_line(i: int, h: int = 0) -> None:
+            raw = body[int(starts[i]):int(nl[i])]
+            text = raw.decode("utf-8", errors="replace")
+            if text.endswith("\r"):
+                text = text[:-1]
+            fed.append(i)
+            learn = h and shapes is not None and not disp.pending and shapes.should_learn(h)
+            got = feed(text, first + i)
+            for item in got:
+                items.append((first + i, item))
+            if shapes is not None:
+                before = self.state
+                now = fingerprint(disp.parsers)
+                if now != before:
+                    self.state = now
+                if learn:
+                    shapes.learn(disp, bytes(raw), text, first + i, got, before, self.state, h)
+
+        pos = tpos = 0
         i = -1
-        res = scan.residual.tolist()
         while True:
             if disp.pending:
                 i += 1
-            else:
-                while pos < len(res) and res[pos] <= i:
-                    pos += 1
-                if pos >= len(res):
+                if i >= n:
                     break
-                i = res[pos]
-            if i >= n:
+                per_line(i)
+                continue
+            while pos < len(res) and res[pos] <= i:
+                pos += 1
+            r = res[pos] if pos < len(res) else n
+            if tl:  # a line of a learnt shape before r whose state is not the current one: per line
+                while tpos < len(tl) and tl[tpos] <= i:
+                    tpos += 1
+                hi = bisect.bisect_left(tl, r, tpos)
+                fp, bad = self.state, -1
+                if hi - tpos > 16:
+                    masks = tmask[tpos:hi]
+                    now = np.zeros(int(masks.max()) + 1, dtype=np.int64)
+                    for m in np.unique(masks).tolist():
+                        now[m] = shapes.key_now(m, fp)
+                    off = np.flatnonzero(tkey[tpos:hi] != now[masks])
+                    bad = tpos + int(off[0]) if off.size else -1
+                else:
+                    key_now = shapes.key_now
+                    for k in range(tpos, hi):
+                        if tkey_l[k] != key_now(tmask_l[k], fp):
+                            bad = k
+                            break
+                if bad >= 0:
+                    i = tl[bad]
+                    per_line(i)
+                    continue
+                tpos = hi
+            if r >= n:
                 break
-            text = body[int(starts[i]):int(nl[i])].decode("utf-8", errors="replace")
-            if text.endswith("\r"):
-                text = text[:-1]
-            if fast[i]:
-                taken.append(i)
-            for item in feed(text, first + i):
-                items.append((first + i, item))
+            i = r
+            per_line(i, rhash[pos])
         self.lineno += n
+        fed_at = np.array(fed, dtype=np.int64)
+        columns: dict[str, list[Rows]] = {}
         rows = scan.rows
         if rows is not None and len(rows):
-            if taken:
-                rows = rows.part(~np.isin(scan.row_idx, np.array(taken, dtype=np.int64)))
+            if fed:
+                rows = rows.part(~np.isin(scan.row_idx, fed_at))
             if len(rows):
                 rows.line = rows.line + first
-                self.stats.frameworks["megatron"] = self.stats.frameworks.get("megatron", 0) + len(rows)
-                self.stats.columnar += len(rows)
-                self.builder.queue(rows)
+                columns.setdefault(rows.framework, []).append(rows)
+        if tl:
+            self._shaped(scan, fed_at, first, columns, items)
+        for fw, parts in columns.items():
+            rows = parts[0] if len(parts) == 1 else _concat(parts)
+            self.stats.frameworks[fw] = self.stats.frameworks.get(fw, 0) + len(rows)
+            self.stats.columnar += len(rows)
+            self.builder.queue(rows)
         add, count = self.builder.add, self._count
         for at, item in items:
             count(item)
             add(item, at=at)
         self.builder.settle()
+        if shapes is not None:
+            shapes.publish()
 
-    def _with_triggers(self, body: bytes, starts: np.ndarray, nl: np.ndarray, fast: np.ndarray) -> np.ndarray:
-        """Indices of the lines (not read in columns) holding a literal some parser needs."""
+    def _shaped(self, scan: _Scan, fed_at: np.ndarray, first: int, columns: dict, items: list) -> None:
+        """What the lines of learnt shapes not read per line hold: records in columns (`columns`,
+        per framework) or items (added to `items`, which is then put back in line order)."""
+        table = scan.table
+        keep = ~np.isin(scan.tl, fed_at) if fed_at.size else np.ones(scan.tl.size, dtype=bool)
+        tl, tt, tv = scan.tl[keep], scan.tt[keep], scan.tv[keep]
+        if tl.size == 0:
+            return
+        as_rows = table.as_rows[tt]
+        if as_rows.any():
+            rt = tt[as_rows]
+            fws = [table.templates[t].framework for t in range(len(table.templates))]
+            by_fw: dict[tuple[str, bool], list[int]] = {}
+            for t in np.unique(rt).tolist():
+                tpl = table.templates[t]
+                by_fw.setdefault((fws[t], tpl.cumulative), []).append(t)
+            mixed = {fw for fw, _ in by_fw if (fw, True) in by_fw and (fw, False) in by_fw}
+            for (fw, cumulative), ts in by_fw.items():
+                sel = np.flatnonzero(as_rows & np.isin(tt, ts))
+                if fw in mixed:  # (never seen: one framework's lines both cumulative and not)
+                    as_rows[sel] = False
+                    continue
+                columns.setdefault(fw, []).append(rows_of(table, fw, tl[sel] + first, tt[sel], tv[sel], cumulative))
+        other = np.flatnonzero(~as_rows)
+        self.stats.columnar += int(other.size)  # (the records in columns are counted with the rest)
+        if other.size:
+            body, starts, nl = scan.body, scan.starts, scan.nl
+            for k in other.tolist():
+                i = int(tl[k])
+                tpl = table.templates[int(tt[k])]
+                text = None
+                if tpl.slices:
+                    text = body[int(starts[i]):int(nl[i])].decode("utf-8", errors="replace")
+                for item in make_items(tpl, first + i, tv[k], text):
+                    items.append((first + i, item))
+            items.sort(key=lambda x: x[0])
+
+    def _with_triggers(self, body: bytes, starts: np.ndarray, nl: np.ndarray, others: np.ndarray) -> np.ndarray:
+        """The lines among `others` (indices, in order) holding a literal some parser needs."""
         n = int(nl.size)
-        if not self.plan.any_trigger:
+        if not self.plan.any_trigger or others.size == 0:
             return np.zeros(0, dtype=np.int64)
         offsets = np.empty(n + 1, dtype=np.int64)
         offsets[:n] = starts
         offsets[n] = len(body)
         lines = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets),
                                                                          pa.py_buffer(body)])
-        others = np.flatnonzero(~fast)
-        if others.size == 0:
-            return others
         if others.size < n:
             lines = lines.take(_indices(others))
         hit = _bools(pc.match_substring_regex(lines, self.plan.any_trigger))
@@ -629,6 +754,22 @@ class _Reader:
                 start = int(pm[r, k] + lay.key_len[k])
                 self._reread(body[start:int(pm[r, k + 1])], r, k, vals, has, keep)
         return vals, has, counters[:, 0].astype(np.int64), counters[:, 1].astype(np.int64), keep
+
+
+def _concat(parts: list[Rows]) -> Rows:
+    """Records of one framework from several readings of one block, as one Rows in line order."""
+    line = np.concatenate([p.line for p in parts])
+    order = np.argsort(line, kind="stable")
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts])[order]
+
+    n = [len(p) for p in parts]
+    extra = {k: np.concatenate([p.extra.get(k, np.full(m, np.nan)) for p, m in zip(parts, n)])[order]
+             for k in sorted({k for p in parts for k in p.extra})}
+    return Rows(parts[0].framework, line[order], cat("step"), cat("loss"), cat("has_loss"), cat("loss_missing"),
+                cat("grad_norm"), cat("has_grad_norm"), cat("lr"), cat("loss_scale"), cat("skipped"), cat("nan_iters"),
+                any(p.skipped_cumulative for p in parts), extra)
 
 
 def _indices(idx: np.ndarray):

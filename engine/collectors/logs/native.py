@@ -29,6 +29,8 @@ _i64p = ctypes.POINTER(ctypes.c_int64)
 _u8p = ctypes.POINTER(ctypes.c_uint8)
 _i8p = ctypes.POINTER(ctypes.c_int8)
 _f64p = ctypes.POINTER(ctypes.c_double)
+_u64p = ctypes.POINTER(ctypes.c_uint64)
+_i32p = ctypes.POINTER(ctypes.c_int32)
 
 
 class Kernels:
@@ -50,6 +52,14 @@ class Kernels:
                                ctypes.c_char_p, ctypes.c_int64,
                                ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                                _i8p, _f64p, _u8p, _i64p, _i64p]
+        self.shapes = lib.pdx_shapes
+        self.shapes.restype = None
+        self.shapes.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, ctypes.c_int64, _u64p, _i32p, ctypes.c_int64,
+                                ctypes.c_char_p, _i64p, _u64p, _i32p]
+        self.values = lib.pdx_values
+        self.values.restype = None
+        self.values.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i32p, ctypes.c_int64, _i64p, _i64p, _i64p,
+                                ctypes.c_int64, _f64p, _u8p]
 
 
 def cache_dir() -> Path | None:
@@ -137,3 +147,32 @@ def number(kern: Kernels, text: bytes) -> float | None:
 def ptr(a, kind=_i64p):
     """A numpy array's data as a ctypes pointer (the array must stay alive during the call)."""
     return a.ctypes.data_as(kind)
+
+
+def shapes(kern: Kernels, address: int, starts, ends, idx, table):
+    """(hashes, shape numbers) of lines `idx` of a block (see scan.c: pdx_shapes; `table` a
+    shapes.Table)."""
+    import numpy as np
+
+    n = int(idx.size)
+    hashes = np.empty(n, dtype=np.uint64)
+    tid = np.empty(n, dtype=np.int32)
+    if n:
+        kern.shapes(address, ptr(starts), ptr(ends), ptr(idx), n, ptr(table.keys, _u64p), ptr(table.vals, _i32p),
+                    table.mask, table.skel, ptr(table.skel_off), ptr(hashes, _u64p), ptr(tid, _i32p))
+    return hashes, tid
+
+
+def values(kern: Kernels, address: int, starts, idx, tid, table):
+    """(values, slow) of lines `idx` of known shapes `tid` (see scan.c: pdx_values): a row of
+    token values per line, and which lines hold a token not read exactly."""
+    import numpy as np
+
+    n = int(idx.size)
+    width = max(1, table.width)
+    out = np.full((n, width), np.nan)
+    slow = np.zeros(n, dtype=np.uint8)
+    if n:
+        kern.values(address, ptr(starts), ptr(idx), ptr(tid, _i32p), n, ptr(table.tok_off), ptr(table.tok_at),
+                    ptr(table.tok_len), width, ptr(out, _f64p), ptr(slow, _u8p))
+    return out, slow.view(bool)

@@ -11,6 +11,7 @@
  * read by the caller with the shared number grammar.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PIPE '|'
@@ -294,7 +295,8 @@ int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, 
     return hits;
 }
 
-/* One value as pdx_match reads it (for tests): 1 and *out when read exactly here, else 0. */
+/* One value as pdx_match reads it (for tests; pdx_values reads tokens with it): 1 and *out
+ * when read exactly here, else 0. */
 int pdx_number(const uint8_t *s, int64_t n, double *out) {
     uint8_t buf[257];
     if (n < 0 || n > 256 || memchr(s, PIPE, (size_t)n)) return 0;
@@ -303,4 +305,130 @@ int pdx_number(const uint8_t *s, int64_t n, double *out) {
     int exact;
     const uint8_t *q = scan_value(buf, buf + n + 1, out, &exact);
     return q == buf + n && exact;
+}
+
+/* ---- Line shapes (shapes.py): lines that differ only in their digits ------------------------
+ *
+ * A line's shape is its bytes (a trailing '\r' dropped, as the per-line reader drops it) with
+ * every digit replaced by '0' when its run of digits is all zeros and by '1' otherwise. Lines
+ * of one shape have the same length, the same bytes outside their digits, digits at the same
+ * places, and zero where the other has zero: shapes.py learns from one line of a shape what the
+ * parsers make of every line of it. */
+
+#define SHAPE_MAX 4096  /* longer lines get no shape */
+
+static uint64_t mix(uint64_t h, uint64_t x) {
+    h ^= x;
+    h *= UINT64_C(0x9E3779B97F4A7C15);
+    return h ^ (h >> 29);
+}
+
+/* The shape of [s, e) into buf (e - s <= SHAPE_MAX) and its hash (never 0). */
+static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf) {
+    int64_t n = e - s, i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (!DIGIT(c)) {
+            buf[i++] = c;
+            continue;
+        }
+        int64_t j = i;
+        int nz = 0;
+        while (j < n && DIGIT(s[j])) nz |= s[j++] != '0';
+        memset(buf + i, nz ? '1' : '0', (size_t)(j - i));
+        i = j;
+    }
+    uint64_t h = mix(UINT64_C(0x243F6A8885A308D3), (uint64_t)n), w;
+    for (i = 0; i + 8 <= n; i += 8) {
+        memcpy(&w, buf + i, 8);
+        h = mix(h, w);
+    }
+    if (i < n) {
+        w = 0;
+        memcpy(&w, buf + i, (size_t)(n - i));
+        h = mix(h, w ^ UINT64_C(0xFF00000000000000));
+    }
+    return h ? h : 1;
+}
+
+/* The shapes of lines idx[0:n] looked up in a table of known shapes: an open-addressing table
+ * of mask + 1 slots (keys[slot] a shape hash, 0 for an empty slot; vals[slot] its shape's
+ * number), shape t's bytes being skel[skel_off[t]:skel_off[t+1]]. hashes[i]: line i's shape
+ * hash (0: too long for a shape); tid[i]: its shape's number, or -1 when not in the table. */
+void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t n,
+                const uint64_t *keys, const int32_t *vals, int64_t mask, const uint8_t *skel,
+                const int64_t *skel_off, uint64_t *hashes, int32_t *tid) {
+    uint8_t buf[SHAPE_MAX];
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
+        if (e > s && e[-1] == '\r') e--;
+        tid[i] = -1;
+        hashes[i] = 0;
+        if (e - s > SHAPE_MAX) continue;
+        uint64_t h = shape_of(s, e, buf);
+        hashes[i] = h;
+        if (mask < 0) continue;
+        for (int64_t slot = (int64_t)(h & (uint64_t)mask);; slot = (slot + 1) & mask) {
+            if (keys[slot] == 0) break;
+            if (keys[slot] != h) continue;
+            int32_t t = vals[slot];
+            if (skel_off[t + 1] - skel_off[t] == e - s && !memcmp(skel + skel_off[t], buf, (size_t)(e - s))) {
+                tid[i] = t;
+                break;
+            }
+        }
+    }
+}
+
+/* A plain decimal of more than 15 significant digits (what Python's repr prints for a double
+ * is 17): read with strtod, correctly rounded as float() is. 1 and *out when the token is
+ * [+-]digits[.digits][(e|E)[+-]digits] and strtod reads all of it (a locale whose decimal point
+ * is not '.' stops it early: 0, the line goes to the parsers). */
+static int long_decimal(const uint8_t *s, int64_t n, double *out) {
+    char buf[72];
+    if (n <= 0 || n >= (int64_t)sizeof buf) return 0;
+    int64_t i = 0;
+    if (s[i] == '+' || s[i] == '-') i++;
+    int digits = 0;
+    while (i < n && DIGIT(s[i])) i++, digits++;
+    if (i < n && s[i] == '.') {
+        i++;
+        while (i < n && DIGIT(s[i])) i++, digits++;
+    }
+    if (!digits) return 0;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        if (i >= n || !DIGIT(s[i])) return 0;
+        while (i < n && DIGIT(s[i])) i++;
+    }
+    if (i != n) return 0;
+    memcpy(buf, s, (size_t)n);
+    buf[n] = 0;
+    char *end;
+    double v = strtod(buf, &end);
+    if (end != buf + n) return 0;
+    *out = v;
+    return 1;
+}
+
+/* The numbers of lines idx[0:n] of known shapes tid[0:n]: shape t's numbers are its tokens
+ * tok_off[t] .. tok_off[t+1]-1, token k being tok_len[k] bytes at tok_at[k] from the line start.
+ * out[i*width + j]: token j of line i read exactly as float() reads it; slow[i] = 1 when one
+ * of them is not (the line goes to the parsers). */
+void pdx_values(const uint8_t *b, const int64_t *starts, const int64_t *idx, const int32_t *tid, int64_t n,
+                const int64_t *tok_off, const int64_t *tok_at, const int64_t *tok_len, int64_t width, double *out,
+                uint8_t *slow) {
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *s = b + starts[idx[i]];
+        int32_t t = tid[i];
+        slow[i] = 0;
+        for (int64_t k = tok_off[t], j = 0; k < tok_off[t + 1]; k++, j++) {
+            if (!pdx_number(s + tok_at[k], tok_len[k], out + i * width + j)
+                && !long_decimal(s + tok_at[k], tok_len[k], out + i * width + j)) {
+                slow[i] = 1;
+                break;
+            }
+        }
+    }
 }

@@ -17,6 +17,13 @@ from precdx.collectors.logs.formats.torchtitan import TorchtitanParser
 WINDOWED = {"megatron", "mindspeed-llm", "megatron-deepspeed", "hf_trainer", "hf_trainer_state", "nemo2", "nemo_bar"}
 
 
+# Parsers that look at a line's digits only through the numbers they read, and at a number only
+# for its value or whether it is zero: what they make of a line is learnt once per line shape
+# (shapes.py). A declared format's regex may test digit values, so a file read with one learns none.
+DIGIT_BLIND = (EventParser, NemoParser, MegatronParser, NanotronParser, DeepSpeedParser, HfDictParser,
+               TorchtitanParser, OlmoParser, MmengineParser, NanoGptParser, VeomniParser, KeyValueParser)
+
+
 def builtin_parsers() -> list[LineParser]:
     """Fresh parser instances (some keep per-file state)."""
     return [EventParser(), NemoParser(), MegatronParser(), NanotronParser(), DeepSpeedParser(), HfDictParser(),

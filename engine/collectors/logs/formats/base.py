@@ -21,6 +21,13 @@ class LineParser:
     # it would read is dropped, so the block reader may skip it there.
     pure: bool = False
 
+    def state(self) -> object:
+        """What of this parser's state can change what it makes of a later line, as a hashable
+        value that is only compared (the block reader reuses what it learnt of a line shape only
+        while every parser's state is what it was then; see shapes.py). Default: a pure parser
+        has none, any other all its attributes."""
+        return None if self.pure else repr(vars(self))
+
     @property
     def triggers(self) -> tuple[str, ...] | None:
         """Literals at least one of which a line must contain for `feed` to yield anything or

@@ -24,6 +24,9 @@ class DeepSpeedParser(LineParser):
     name = "deepspeed"
     hints = ("verflow", "Skipping step", "step=", "steps: ", "act_loss", MIN_SCALE)
 
+    def state(self) -> object:
+        return None  # keeps nothing between lines
+
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         out: list[Item] = []
         m = OVERFLOW_ZERO.search(text)

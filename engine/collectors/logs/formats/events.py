@@ -58,6 +58,9 @@ class EventParser(LineParser):
     hints = ()  # every line; the compiled prefilter does the selection
     triggers = _NEEDLES
 
+    def state(self) -> object:
+        return None  # keeps nothing between lines
+
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         for needle in _NEEDLES:
             if needle in text:

@@ -45,6 +45,9 @@ class HfDictParser(LineParser):
         self._counter: int | None = None
         self._total: int | None = None
 
+    def state(self) -> object:
+        return self._counter, self._total  # the progress counter dates the dict lines that follow
+
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         out: list[Item] = []
         brace = text.find("{'")

@@ -115,6 +115,10 @@ class MegatronParser(LineParser):
             out.append(rec)
         return out or None
 
+    def state(self) -> object:
+        # Between records nothing carries over (`_line` is only read while a record is pending).
+        return (self._line, tuple(self._buf)) if self.pending else None
+
     def flush(self) -> list[Item]:
         return self._emit() if self.pending else []
 

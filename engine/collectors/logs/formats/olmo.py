@@ -40,6 +40,9 @@ class OlmoParser(LineParser):
             self.pending = True
         return out or None
 
+    def state(self) -> object:
+        return repr(self._rec) if self.pending else None
+
     def _absorb(self, key: str, raw: str) -> None:
         rec = self._rec
         value = parse_num(raw)

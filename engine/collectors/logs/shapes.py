@@ -1,0 +1,423 @@
+"""Line shapes: what the block reader learns from one line about every line that differs from it
+only in its digits, so that those lines never go through the per-line parsers (issue 17).
+
+A line's *shape* is its bytes with each digit replaced by '0' when its run of digits is all
+zeros and by '1' otherwise (scan.c: `shape_of`; `shape` here is the reference). Lines of one
+shape have the same length and the same bytes outside their digits, so every literal a parser
+looks for, every regex match and every token boundary falls at the same place in each; only the
+numbers differ, and whether a number is zero does not.
+
+The second time a line of a new shape reaches the parsers (not mid-record), `Shapes.learn`
+looks at what they made of it:
+
+- The parsers' state (`LineParser.state`) must be what it was before the line: a line that
+  changes it (a progress counter, the start of a multi-line record) is always read per line.
+- Every item must belong to that line, and each of its fields must be the same whatever the
+  digits (a constant), exactly the number one token of the line reads as (`float(token)`), or a
+  slice of the line's text. This is checked on two variants of the line whose non-zero digit
+  runs are rewritten at random, each fed to a copy of the parsers: what they make of a variant
+  must be what the shape predicts. A shape that fails is remembered as read-per-line.
+
+A line of a learnt shape is then read with no parser: scan.c finds its shape and reads its
+tokens (exactly, or the line goes per line), and the items are made from the template while the
+parsers' state is the one it was learnt in. A single train record with a step (most metric
+lines) goes to the builder in columns (`Rows`); other items are made as objects. Only parsers
+that look at digits through the numbers they read take part (`DIGIT_BLIND`); a file read with
+any other parser (a declared format's regex may test digit values) learns no shapes.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import random
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from precdx.collectors.logs.model import NUM_RE, Event, Record, Rows
+
+MAX_SHAPES = 4096     # shapes learnt per file (read-per-line ones included)
+MAX_SEEN = 1 << 16    # shapes seen once, remembered until learnt (then forgotten, and so on)
+_RUN = re.compile(rb"[0-9]+")
+_DIGIT = re.compile(r"[0-9]")
+_RECORD = [f.name for f in fields(Record) if f.name not in ("line", "extra")]
+_EVENT = [f.name for f in fields(Event) if f.name != "line"]
+# Rows columns read from a record's fields (the rest are flags, see Template.rows_spec)
+_ROW_FIELDS = ("step", "loss", "grad_norm", "lr", "loss_scale", "skipped", "nan_iters")
+
+
+def shape(line: bytes) -> bytes:
+    """A line's shape (bytes without the newline; a trailing CR dropped as the reader drops it)."""
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    return _RUN.sub(lambda m: (b"1" if m.group().strip(b"0") else b"0") * len(m.group()), line)
+
+
+def fingerprint(parsers) -> tuple:
+    """The parsers' state, as far as it can change what they make of a later line."""
+    return tuple(p.state() for p in parsers)
+
+
+@dataclass
+class Template:
+    """What the parsers make of every line of one shape (kind "lines": nothing learnt, such lines
+    are read per line)."""
+
+    shape: bytes
+    hash: int
+    kind: str                            # "lines" | "empty" | "rows" | "items"
+    state: int = -1                      # the state of the parsers it depends on when learnt (Shapes.key)
+    mask: int = 0                        # which parsers those are (Shapes.masks)
+    tokens: tuple = ()                   # (byte offset, byte length) of the tokens it reads
+    items: tuple = ()                    # per item: (class, {field: source}, {extra key: source})
+    framework: str = ""
+    cumulative: bool = False
+
+    @property
+    def slices(self) -> bool:
+        """Some field is a slice of the line's text."""
+        return any(how[0] == "slice" for _, attrs, _ in self.items for how in attrs.values())
+
+    @property
+    def reads(self) -> bool:
+        return self.kind in ("empty", "rows", "items")
+
+
+class Table:
+    """The learnt shapes as scan.c looks them up (built anew, never changed: the scan threads use
+    the one they started with)."""
+
+    def __init__(self, templates: list[Template]) -> None:
+        self.templates = templates
+        n = len(templates)
+        size = 1
+        while size < 2 * n + 2:
+            size *= 2
+        self.keys = np.zeros(size, dtype=np.uint64)
+        self.vals = np.zeros(size, dtype=np.int32)
+        self.mask = size - 1 if n else -1
+        for t, tpl in enumerate(templates):
+            slot = tpl.hash & self.mask
+            while self.keys[slot]:
+                slot = (slot + 1) & self.mask
+            self.keys[slot] = tpl.hash
+            self.vals[slot] = t
+        self.skel = b"".join(t.shape for t in templates) or b"\0"
+        self.skel_off = np.concatenate([[0], np.cumsum([len(t.shape) for t in templates])]).astype(np.int64)
+        self.tok_off = np.concatenate([[0], np.cumsum([len(t.tokens) for t in templates])]).astype(np.int64)
+        toks = [tok for t in templates for tok in t.tokens]
+        self.tok_at = np.array([a for a, _ in toks] or [0], dtype=np.int64)
+        self.tok_len = np.array([n for _, n in toks] or [0], dtype=np.int64)
+        self.width = max([len(t.tokens) for t in templates] or [0])
+        self.reads = np.array([t.reads for t in templates] or [False], dtype=bool)
+        self.state = np.array([t.state for t in templates] or [-1], dtype=np.int64)
+        self.maskid = np.array([t.mask for t in templates] or [0], dtype=np.int64)
+        self.as_rows = np.array([t.kind == "rows" for t in templates] or [False], dtype=bool)
+        # Rows columns per shape: the token read (-1: none) and the constant otherwise.
+        self.src: dict[str, np.ndarray] = {}
+        self.const: dict[str, np.ndarray] = {}
+        self.extras: list[str] = sorted({k for t in templates if t.kind == "rows" for k in t.items[0][2]})
+        names = list(_ROW_FIELDS) + [f"extra:{k}" for k in self.extras]
+        for name in names:
+            src = np.full(max(n, 1), -1, dtype=np.int64)
+            const = np.full(max(n, 1), np.nan)
+            for t, tpl in enumerate(templates):
+                if tpl.kind != "rows":
+                    continue
+                _, attrs, extra = tpl.items[0]
+                how = extra.get(name[6:]) if name.startswith("extra:") else attrs.get(name)
+                if how is None:
+                    continue
+                if how[0] == "tok":
+                    src[t] = how[1]
+                elif how[1] is not None:
+                    const[t] = float(how[1])
+            self.src[name], self.const[name] = src, const
+        flag = {"has_loss": lambda a: a["loss"] != ("const", None),
+                "has_grad_norm": lambda a: a["grad_norm"] != ("const", None),
+                "loss_missing": lambda a: bool(a["loss_missing"][1])}
+        self.flags = {k: np.array([f(t.items[0][1]) if t.kind == "rows" else False for t in templates] or [False],
+                                  dtype=bool) for k, f in flag.items()}
+
+
+class Shapes:
+    """The shapes learnt in one file, and what the parsers' states were when they were learnt."""
+
+    def __init__(self, dispatcher) -> None:
+        self.templates: list[Template] = []
+        self.known: set[int] = set()
+        self.seen: set[int] = set()
+        self.table = Table([])
+        self._dirty = False
+        self._rng = random.Random(1729)
+        # What a line of a shape depends on: the state of the parsers it is fed to (every parser
+        # without hints, those whose hints it holds, the fallback ones; the same for every line
+        # of the shape, hints holding no digit). A mask is such a set of parsers (indices).
+        index = {id(p): j for j, p in enumerate(dispatcher.parsers)}
+        self._always = [index[id(p)] for p in dispatcher.always] + [index[id(p)] for p, _ in dispatcher.fallback]
+        self._hinted = [(index[id(p)], hints) for p, hints in dispatcher.hinted]
+        self.masks: list[tuple[int, ...]] = []
+        self._mask_ids: dict[tuple[int, ...], int] = {}
+        self._keys: dict[Any, int] = {}  # (mask, its parsers' states) -> key
+        self._next = 0
+        self._fp: tuple | None = None      # the fingerprint `_now` holds the keys of
+        self._now: dict[int, int] = {}     # mask -> key, under _fp
+
+    def key(self, mask: int, fp: tuple) -> int:
+        """The key of the state `fp` (a fingerprint) of the parsers of mask `mask`."""
+        k = (mask, tuple(fp[j] for j in self.masks[mask]))
+        got = self._keys.get(k)
+        if got is None:
+            if len(self._keys) >= MAX_SEEN:  # keys never come back under another meaning
+                self._keys.clear()
+            got = self._keys[k] = self._next
+            self._next += 1
+        return got
+
+    def key_now(self, mask: int, fp: tuple) -> int:
+        """The key of mask `mask` under the state `fp`: a learnt shape is read from its template
+        while the key of its mask is the one it was learnt under."""
+        if fp is not self._fp:
+            self._fp, self._now = fp, {}
+        got = self._now.get(mask)
+        if got is None:
+            got = self._now[mask] = self.key(mask, fp)
+        return got
+
+    def _mask(self, text: str) -> int:
+        m = tuple(sorted(self._always + [j for j, hints in self._hinted if any(h in text for h in hints)]))
+        got = self._mask_ids.get(m)
+        if got is None:
+            got = self._mask_ids[m] = len(self.masks)
+            self.masks.append(m)
+        return got
+
+    @property
+    def full(self) -> bool:
+        return len(self.templates) >= MAX_SHAPES
+
+    def publish(self) -> None:
+        """Make what was learnt visible to the scans that start from now on."""
+        if self._dirty:
+            self.table = Table(list(self.templates))
+            self._dirty = False
+
+    def should_learn(self, h: int) -> bool:
+        """A line of shape hash `h` (unknown to the table) reached the parsers: learn from it when
+        its shape was seen before (a shape seen once may never come back: learning costs more than
+        reading one line)."""
+        if not h or h in self.known or self.full:
+            return False
+        if h in self.seen:
+            return True
+        if len(self.seen) >= MAX_SEEN:
+            self.seen.clear()
+        self.seen.add(h)
+        return False
+
+    def learn(self, dispatcher, raw: bytes, text: str, lineno: int, items: list, before: tuple, after: tuple,
+              h: int) -> None:
+        """`items`: what `dispatcher` made of line `lineno` (`raw` its bytes, `text` as the parsers
+        got it), its parsers' state having been `before` and now being `after` (fingerprints)."""
+        self.seen.discard(h)
+        self.known.add(h)
+        self._dirty = True
+        tpl = None
+        if after == before and not dispatcher.pending:
+            tpl = self._template(dispatcher, raw, text, lineno, items)
+        if tpl is None:
+            tpl = Template(shape(raw), h, "lines")
+        tpl.hash = h
+        tpl.mask = self._mask(text)
+        tpl.state = self.key(tpl.mask, before)
+        self.templates.append(tpl)
+
+    # -- learning ------------------------------------------------------------------------------
+    def _template(self, dispatcher, raw: bytes, text: str, lineno: int, items: list) -> Template | None:
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        if text.encode("utf-8") != raw:
+            return None  # undecodable bytes: offsets would not be byte offsets
+        if any(it.line != lineno for it in items):
+            return None  # an item of another line (a record completed here)
+        tokens, covered = [], 0
+        for m in NUM_RE.finditer(text):
+            digits = _DIGIT.findall(m.group())
+            covered += len(digits)
+            if not digits:
+                continue
+            try:
+                float(m.group())
+            except ValueError:  # NeMo's "nan.0": the same in every line of the shape if all zeros
+                if any(d != "0" for d in digits):
+                    return None
+                continue
+            tokens.append(m)
+        if covered != len(_DIGIT.findall(text)):
+            return None  # a digit outside every number (never seen; the variants would not test it)
+        values = [[float(m.group()) for m in tokens]]
+        variants = [self._variant(text, tokens) for _ in range(2)]
+        if any(v is None for v in variants):
+            return None
+        got = []
+        for v in variants:
+            twin = copy.deepcopy(dispatcher)
+            state = fingerprint(twin.parsers)
+            try:
+                out = twin.feed(v, lineno)
+            except Exception:  # noqa: BLE001 - a parser failing on a variant: no template
+                return None
+            if twin.pending or fingerprint(twin.parsers) != state:
+                return None
+            got.append(out)
+        if any(len(out) != len(items) for out in got):
+            return None
+        for v in variants:
+            values.append([float(v[m.start():m.end()]) for m in tokens])
+        texts = [text] + variants
+        used: dict[int, int] = {}  # token index -> column
+        specs = []
+        for group in zip(items, *got):
+            spec = _item_spec(group, texts, values, used)
+            if spec is None:
+                return None
+            specs.append(spec)
+        if not items:
+            return Template(shape(raw), 0, "empty")
+        order = sorted(used, key=used.get)
+        offsets = [(len(text[:tokens[k].start()].encode("utf-8")), len(tokens[k].group().encode("utf-8")))
+                   for k in order]
+        kind = "items"
+        if len(items) == 1 and isinstance(items[0], Record):
+            attrs = specs[0][1]
+            if (items[0].kind == "train" and attrs["step"] != ("const", None) and attrs["step_hint"] == ("const", None)
+                    and attrs["kind"][0] == attrs["framework"][0] == "const"
+                    and all(how[0] in ("const", "tok") for how in attrs.values())):
+                kind = "rows"
+        rec = items[0] if items else None
+        return Template(shape(raw), 0, kind, tokens=tuple(offsets), items=tuple(specs),
+                        framework=rec.framework if isinstance(rec, Record) else "",
+                        cumulative=bool(rec.skipped_cumulative) if isinstance(rec, Record) else False)
+
+    def _variant(self, text: str, tokens: list) -> str | None:
+        """`text` with every non-zero digit run of its tokens rewritten at random (same length,
+        not all zeros, different from the original)."""
+        out = list(text)
+        rng = self._rng
+        for m in tokens:
+            for run in re.finditer(r"[0-9]+", m.group()):
+                digits = run.group()
+                if not digits.strip("0"):
+                    continue
+                for _ in range(20):
+                    new = "".join(rng.choice("0123456789") for _ in digits)
+                    if new.strip("0") and new != digits:
+                        break
+                else:
+                    return None
+                at = m.start() + run.start()
+                out[at:at + len(digits)] = new
+        return "".join(out)
+
+
+def _same(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return a == b
+
+
+def _source(vals: tuple, texts: list[str], values: list[list[float]], used: dict[int, int]):
+    """How a field's value (in the line and its two variants) follows from the line: ("const",
+    v), ("tok", column, is_int) or ("slice", start, end); None when it does not."""
+    a = vals[0]
+    if all(_same(a, v) for v in vals[1:]):
+        return ("const", a)
+    if isinstance(a, bool) or a is None or any(type(v) is not type(a) for v in vals):
+        return None
+    if isinstance(a, (int, float)):
+        hits = [k for k in range(len(values[0])) if all(values[i][k] == float(vals[i]) for i in range(len(vals)))]
+        if len(hits) != 1:
+            return None
+        col = used.setdefault(hits[0], len(used))
+        return ("tok", col, isinstance(a, int))
+    if isinstance(a, str):
+        at = texts[0].find(a)
+        if at >= 0 and all(t[at:at + len(a)] == v for t, v in zip(texts[1:], vals[1:])):
+            return ("slice", at, at + len(a))
+    return None
+
+
+def _item_spec(group: tuple, texts: list[str], values: list[list[float]], used: dict[int, int]):
+    first = group[0]
+    if any(type(it) is not type(first) for it in group):
+        return None
+    names = _RECORD if isinstance(first, Record) else _EVENT
+    attrs = {}
+    for name in names:
+        how = _source(tuple(getattr(it, name) for it in group), texts, values, used)
+        if how is None:
+            return None
+        attrs[name] = how
+    extra = {}
+    if isinstance(first, Record):
+        keys = list(first.extra)
+        if any(list(it.extra) != keys for it in group):
+            return None
+        for key in keys:
+            how = _source(tuple(it.extra[key] for it in group), texts, values, used)
+            if how is None or how[0] == "slice":
+                return None
+            extra[key] = how
+    return (type(first), attrs, extra)
+
+
+def make_items(tpl: Template, line: int, row: np.ndarray, text: str | None) -> list:
+    """The items of one line of a learnt shape (`row`: its tokens as read; `text`: the line, for
+    fields that are slices of it)."""
+    out = []
+    for cls, attrs, extra in tpl.items:
+        kw = {"line": line}
+        for name, how in attrs.items():
+            kw[name] = _value(how, row, text)
+        if extra:
+            kw["extra"] = {k: _value(how, row, text) for k, how in extra.items()}
+        out.append(cls(**kw))
+    return out
+
+
+def _value(how: tuple, row: np.ndarray, text: str | None):
+    if how[0] == "const":
+        return how[1]
+    if how[0] == "tok":
+        v = float(row[how[1]])
+        return int(v) if how[2] else v
+    return text[how[1]:how[2]]
+
+
+def rows_of(table: Table, framework: str, lines: np.ndarray, tids: np.ndarray, vals: np.ndarray,
+            cumulative: bool) -> Rows:
+    """The records of lines of learnt "rows" shapes, in columns (`lines`: 1-based, in order;
+    `vals`: their tokens as read, a row per line)."""
+    m = lines.size
+    r = np.arange(m)
+    cols = {}
+    for name, src in table.src.items():
+        s = src[tids]
+        v = table.const[name][tids]
+        got = s >= 0
+        if got.any():
+            v = v.copy()
+            v[got] = vals[r[got], s[got]]
+        cols[name] = v
+    extra = {}
+    for k in table.extras:
+        v = cols[f"extra:{k}"]
+        if not np.isnan(v).all() or (table.src[f"extra:{k}"][tids] >= 0).any():
+            extra[k] = v
+    return Rows(framework, lines, cols["step"], cols["loss"], table.flags["has_loss"][tids],
+                table.flags["loss_missing"][tids], cols["grad_norm"], table.flags["has_grad_norm"][tids], cols["lr"],
+                cols["loss_scale"], cols["skipped"], cols["nan_iters"], cumulative, extra)
