@@ -9,9 +9,13 @@ work with numpy. `make setup` runs it.
 usage: python tools/build_native.py [--force] [--quiet] [--cache]
   --cache: build into ~/.cache/precdx/native/ (found by any install of the same source, a
            wheel's included)
+
+A wheel built where a compiler is carries the library (hatch_build.py calls build() into a
+temporary folder and packs the result next to scan.c).
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -19,9 +23,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from precdx.collectors.logs import native  # noqa: E402
+try:
+    from precdx.collectors.logs import native
+except ImportError:
+    # A wheel build (hatch_build.py, which uses build() below) runs where only the build back end
+    # is installed, not the package's dependencies, and an unpacked sdist has no `precdx` link:
+    # native.py itself needs neither, so it is loaded from its file.
+    _spec = importlib.util.spec_from_file_location("_precdx_native", ROOT / "engine" / "collectors" / "logs" / "native.py")
+    native = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(native)
 
 
 def compiler() -> list[str] | None:
