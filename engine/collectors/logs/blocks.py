@@ -62,6 +62,7 @@ def _arrow() -> bool:
 BLOCK = 1 << 22            # bytes read at a time (the per-line reader's block: same cuts)
 PER_LINE_BELOW = 1 << 20   # smaller files are read by the per-line reader (no pyarrow to load)
 COLUMNS_FROM = 8 << 20     # files this big or bigger have their Megatron lines read in columns
+RAMP = 1 << 16             # the first block's size while line shapes are learnt
 MAX_LAYOUTS = 64           # line layouts remembered per file
 MAX_TRIES = 32             # lines a block tries to learn a layout from (the rest go per line)
 THREADS: int | None = None  # scan threads (None: from the CPU count, see _threads)
@@ -128,6 +129,9 @@ class _Scan:
     tt: np.ndarray | None = None  # their shapes,
     tv: np.ndarray | None = None  # and their tokens' values (a row per line)
     table: object = None          # the shapes.Table they were looked up in
+    address: int = 0              # where the block's bytes are (for the kernels)
+    silent: np.ndarray | None = None       # lines of new shapes holding no trigger,
+    silent_hash: np.ndarray | None = None  # and their shape hashes
 
 
 def _escape(literal: bytes) -> str:
@@ -217,23 +221,27 @@ class _Reader:
         rest = b""
         skipping = False
         readinto = getattr(fh, "readinto", None)
+        # While shapes are learnt, the first blocks are small (64 KiB, then 4x each time): what
+        # one block teaches serves the blocks scanned after it is merged.
+        size = min(block, RAMP) if self.shapes is not None else block
         try:
             while True:
                 # The carried head of a line, then the next chunk read in after it (no copy of
                 # the chunk: the block is a bytearray the scan reads in place).
                 head = len(rest)
-                buf = bytearray(head + block)
+                buf = bytearray(head + size)
                 buf[:head] = rest
                 if readinto is not None:
                     got = readinto(memoryview(buf)[head:])
                 else:
-                    chunk = fh.read(block)
+                    chunk = fh.read(size)
                     got = len(chunk)
                     buf[head:head + got] = chunk
                 if not got:
                     break
-                if got < block:
+                if got < size:
                     del buf[head + got:]
+                size = min(block, size * 4)
                 stats.bytes += got
                 cut = buf.rfind(b"\n", head)  # (`rest` holds no newline)
                 if cut < 0:
@@ -323,18 +331,24 @@ class _Reader:
         known = tid >= 0
         reads = np.zeros(others.size, dtype=bool)
         reads[known] = table.reads[tid[known]]
+        quiet = np.zeros(others.size, dtype=bool)  # shapes no parser looks at
+        quiet[known] = table.quiet[tid[known]]
         tl, tt = others[reads], tid[reads]
         tv, slow = native.values(self.kern, address, starts, tl, tt, table)
-        per_line = np.concatenate([others[known & ~reads], tl[slow]])
+        per_line = np.concatenate([others[known & ~reads & ~quiet], tl[slow]])
         if slow.any():
             tl, tt, tv = tl[~slow], tt[~slow], tv[~slow]
         unknown = ~known
-        new = self._with_triggers(body, starts, nl, others[unknown])
-        new_hash = hashes[unknown][np.searchsorted(others[unknown], new)] if new.size else hashes[:0]
+        unk, unk_hash = others[unknown], hashes[unknown]
+        new = self._with_triggers(body, starts, nl, unk)
+        at = np.searchsorted(unk, new)
         residual = np.concatenate([per_line, new])
-        rhash = np.concatenate([np.zeros(per_line.size, dtype=np.uint64), new_hash])
+        rhash = np.concatenate([np.zeros(per_line.size, dtype=np.uint64), unk_hash[at]])
         order = np.argsort(residual, kind="stable")
-        return _Scan(body, starts, nl, rows, row_idx, fast, residual[order], rhash[order].tolist(), tl, tt, tv, table)
+        silent = np.ones(unk.size, dtype=bool)
+        silent[at] = False
+        return _Scan(body, starts, nl, rows, row_idx, fast, residual[order], rhash[order].tolist(), tl, tt, tv, table,
+                     address, unk[silent], unk_hash[silent])
 
     def _merge(self, scan: "_Scan | list[str] | tuple") -> None:
         """Feed one scanned block to the parsers (the lines that need them) and the builder."""
@@ -351,6 +365,8 @@ class _Reader:
             self._lines(texts)
             return
         body, starts, nl, fast = scan.body, scan.starts, scan.nl, scan.fast
+        if self.shapes is not None and scan.table is not self.shapes.table:
+            self._relook(scan)
         n = int(nl.size)
         first = self.lineno + 1
         self.stats.lines += n
@@ -446,7 +462,44 @@ class _Reader:
             add(item, at=at)
         self.builder.settle()
         if shapes is not None:
+            if scan.silent is not None and scan.silent.size:
+                lines, hashes = shapes.silent(scan.silent_hash, scan.silent)
+                for i, h in zip(lines.tolist(), hashes.tolist()):
+                    shapes.quiet(body[int(starts[i]):int(nl[i])], h)
             shapes.publish()
+
+    def _relook(self, scan: _Scan) -> None:
+        """Shapes learnt since the block was scanned: its lines of a shape that was new then are
+        looked up again (the first blocks are scanned before anything is learnt)."""
+        table = self.shapes.table
+        rh = np.array(scan.rhash, dtype=np.uint64)
+        new = np.flatnonzero(rh)
+        scan.table = table
+        width = max(1, table.width)
+        if scan.tv is not None and scan.tv.shape[1] < width:
+            pad = np.full((scan.tv.shape[0], width - scan.tv.shape[1]), np.nan)
+            scan.tv = np.hstack([scan.tv, pad])
+        if new.size == 0:
+            return
+        idx = scan.residual[new]
+        _, tid = native.shapes(self.kern, scan.address, scan.starts, scan.nl, idx, table)
+        known = tid >= 0
+        if not known.any():
+            return
+        reads = np.zeros(idx.size, dtype=bool)
+        reads[known] = table.reads[tid[known]]
+        tl, tt = idx[reads], tid[reads]
+        tv, slow = native.values(self.kern, scan.address, scan.starts, tl, tt, table)
+        tl, tt, tv = tl[~slow], tt[~slow], tv[~slow]
+        rh[new[known]] = 0  # known now: read per line (a shape read per line, or a slow value) or from it
+        drop = np.isin(scan.residual, tl)
+        scan.residual, scan.rhash = scan.residual[~drop], rh[~drop].tolist()
+        if tl.size:
+            tl = np.concatenate([scan.tl, tl]) if scan.tl is not None else tl
+            tt = np.concatenate([scan.tt, tt]) if scan.tt is not None else tt
+            tv = np.concatenate([scan.tv, tv]) if scan.tv is not None else tv
+            order = np.argsort(tl, kind="stable")
+            scan.tl, scan.tt, scan.tv = tl[order], tt[order], tv[order]
 
     def _shaped(self, scan: _Scan, fed_at: np.ndarray, first: int, columns: dict, items: list) -> None:
         """What the lines of learnt shapes not read per line hold: records in columns (`columns`,

@@ -63,11 +63,11 @@ def fingerprint(parsers) -> tuple:
 @dataclass
 class Template:
     """What the parsers make of every line of one shape (kind "lines": nothing learnt, such lines
-    are read per line)."""
+    are read per line; "quiet": no parser looks at them, they hold none of the triggers)."""
 
     shape: bytes
     hash: int
-    kind: str                            # "lines" | "empty" | "rows" | "items"
+    kind: str                            # "lines" | "quiet" | "empty" | "rows" | "items"
     state: int = -1                      # the state of the parsers it depends on when learnt (Shapes.key)
     mask: int = 0                        # which parsers those are (Shapes.masks)
     tokens: tuple = ()                   # (byte offset, byte length) of the tokens it reads
@@ -112,6 +112,7 @@ class Table:
         self.tok_len = np.array([n for _, n in toks] or [0], dtype=np.int64)
         self.width = max([len(t.tokens) for t in templates] or [0])
         self.reads = np.array([t.reads for t in templates] or [False], dtype=bool)
+        self.quiet = np.array([t.kind == "quiet" for t in templates] or [False], dtype=bool)
         self.state = np.array([t.state for t in templates] or [-1], dtype=np.int64)
         self.maskid = np.array([t.mask for t in templates] or [0], dtype=np.int64)
         self.as_rows = np.array([t.kind == "rows" for t in templates] or [False], dtype=bool)
@@ -152,6 +153,7 @@ class Shapes:
         self.table = Table([])
         self._dirty = False
         self._rng = random.Random(1729)
+        self._silent = np.zeros(0, dtype=np.uint64)  # shapes of trigger-less lines seen once
         # What a line of a shape depends on: the state of the parsers it is fed to (every parser
         # without hints, those whose hints it holds, the fallback ones; the same for every line
         # of the shape, hints holding no digit). A mask is such a set of parsers (indices).
@@ -216,6 +218,29 @@ class Shapes:
             self.seen.clear()
         self.seen.add(h)
         return False
+
+    def silent(self, hashes: np.ndarray, lines: np.ndarray) -> np.ndarray:
+        """Of lines of new shapes that hold no trigger (`lines`, with their shape `hashes`), one
+        line of each shape seen before: shapes to remember as quiet (`quiet`), so that their lines
+        are no longer searched for triggers."""
+        hashes, first = np.unique(hashes, return_index=True)
+        keep = hashes != 0
+        hashes, first = hashes[keep], first[keep]
+        again = np.isin(hashes, self._silent)
+        if self._silent.size + hashes.size - int(np.count_nonzero(again)) > MAX_SEEN:
+            self._silent = self._silent[:0]
+        self._silent = np.union1d(self._silent, hashes[~again])
+        room = 0 if self.full else MAX_SHAPES - len(self.templates)
+        pick = first[again][:room]
+        return lines[pick], hashes[again][:room]
+
+    def quiet(self, raw: bytes, h: int) -> None:
+        """Remember the shape of `raw` (shape hash `h`), a line holding no trigger, as quiet."""
+        if h in self.known:
+            return
+        self.known.add(h)
+        self._dirty = True
+        self.templates.append(Template(shape(raw), h, "quiet"))
 
     def learn(self, dispatcher, raw: bytes, text: str, lineno: int, items: list, before: tuple, after: tuple,
               h: int) -> None:

@@ -1,0 +1,253 @@
+"""Line shapes (engine/collectors/logs/shapes.py, scan.c pdx_shapes/pdx_values; issue 17): the
+compiled shape lookup agrees with the reference `shape`, long decimals are read as float() reads
+them, what is learnt is only used where it holds (the parsers' state, zero against non-zero, a
+field that is no token), and the block reader with shapes gives what the per-line reader gives."""
+from __future__ import annotations
+
+import math
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from precdx.collectors.logs import blocks, native, shapes
+from precdx.collectors.logs.formats import builtin_parsers
+from precdx.collectors.logs.formats.base import LineParser
+from precdx.collectors.logs.formats.declared import DeclaredParser, load_declared_formats
+from precdx.collectors.logs.model import Record
+from precdx.collectors.logs.reader import Dispatcher
+from precdx.collectors.logs.shapes import Shapes, Table, Template, fingerprint, shape
+from tests.collectors.logs.conftest import ensure_kernels
+from tests.collectors.logs.test_logs_blocks import REAL, _assert_same
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+
+@pytest.fixture
+def kern(monkeypatch):
+    if not ensure_kernels():
+        pytest.skip("no C compiler: the kernels cannot be built (shapes are only learnt with them)")
+    monkeypatch.setenv("PRECDX_NATIVE", "1")
+    k = native.kernels()
+    assert k is not None
+    return k
+
+
+def _lookup(kern, lines: list[bytes], templates: list[Template]) -> tuple[np.ndarray, np.ndarray]:
+    body = b"".join(line + b"\n" for line in lines)
+    buf = np.frombuffer(body, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10).astype(np.int64)
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    idx = np.arange(len(lines), dtype=np.int64)
+    return native.shapes(kern, buf.ctypes.data, starts, ends, idx, Table(templates))
+
+
+def _hash(kern, line: bytes) -> int:
+    return int(_lookup(kern, [line], [])[0][0])
+
+
+def test_shape_reference() -> None:
+    assert shape(b"step: 12  loss: 0.0500 lr=1.0e-05 nan.0\r") == b"step: 11  loss: 0.1111 lr=1.0e-11 nan.0"
+    assert shape(b"iteration 0/ 100 |") == b"iteration 0/ 111 |"
+
+
+@hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
+@hypothesis.given(line=st.lists(st.sampled_from([b"0", b"00", b"7", b"1", b"9", b" ", b".", b"e", b"-", b"|", b":",
+                                                 b"a", b"\xc3\xa9", b"\r", b"step", b"\t"]), max_size=60),
+                  cut=st.integers(0, 59))
+def test_compiled_shape_is_the_reference(line, cut) -> None:
+    """The table finds a line under the reference shape, and never a line of another shape (a
+    byte outside the digits changed, a run turned from zeros to non-zero)."""
+    kern = native.kernels() if ensure_kernels() else None
+    if kern is None:
+        pytest.skip("no C compiler")
+    raw = b"".join(line)
+    if b"\n" in raw:
+        return
+    h = _hash(kern, raw)
+    tpl = Template(shape(raw), h, "lines")
+    _, tid = _lookup(kern, [raw], [tpl])
+    assert tid[0] == 0
+    if raw:
+        k = cut % len(raw)
+        c = raw[k:k + 1]
+        other = raw[:k] + (b"x" if not c.isdigit() else b"0" if c != b"0" else b"5") + raw[k + 1:]
+        if shape(other) != shape(raw):
+            _, tid = _lookup(kern, [other], [tpl])
+            assert tid[0] == -1, (raw, other)
+
+
+def test_lines_of_one_shape_share_a_hash(kern) -> None:
+    a, b = b"[12:10:01] step: 10 loss: 2.5 lr=3.1e-04", b"[99:59:59] step: 99 loss: 7.1 lr=9.9e-09"
+    assert shape(a) == shape(b) and _hash(kern, a) == _hash(kern, b)
+    c = b"[12:10:01] step: 10 loss: 0.0 lr=3.1e-04"  # a zero value is another shape
+    assert shape(c) != shape(a)
+    assert _hash(kern, a + b"\r") == _hash(kern, a)  # the reader drops a trailing CR
+
+
+def _values(kern, tokens: list[bytes]) -> tuple[list[float], bool]:
+    line = b" ".join(tokens)
+    at, tok = 0, []
+    for t in tokens:
+        tok.append((at, len(t)))
+        at += len(t) + 1
+    tpl = Template(shape(line), _hash(kern, line), "empty", tokens=tuple(tok))
+    table = Table([tpl])
+    body = line + b"\n"
+    buf = np.frombuffer(body, dtype=np.uint8)
+    out, slow = native.values(kern, buf.ctypes.data, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                              np.zeros(1, dtype=np.int32), table)
+    return out[0][:len(tokens)].tolist(), bool(slow[0])
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+@hypothesis.settings(max_examples=400, deadline=None, derandomize=True)
+@hypothesis.given(x=st.floats(allow_nan=False, allow_infinity=False))
+def test_repr_of_any_double_is_read_exactly(x) -> None:
+    """What Python prints for a double (up to 17 significant digits, any exponent) is read bit for
+    bit as float() reads it: short decimals by the exact path, the rest by strtod."""
+    kern = native.kernels() if ensure_kernels() else None
+    if kern is None:
+        pytest.skip("no C compiler")
+    tokens = [repr(x).encode(), f"{x:.20e}".encode(), f"{x:.17g}".encode()]
+    tokens = [t for t in tokens if b"inf" not in t and b"nan" not in t]
+    got, slow = _values(kern, tokens)
+    assert not slow
+    for t, v in zip(tokens, got):
+        assert _bits(v) == _bits(float(t)), t
+
+
+@pytest.mark.parametrize("token", [b"0.12345678901234567890123", b"1e-320", b"4.9e-324", b"1e400", b"-0.0",
+                                   b"123456789012345678901234567890", b"+1.5", b"1.", b".5", b"2.5E+300"])
+def test_edge_decimals(kern, token) -> None:
+    got, slow = _values(kern, [token])
+    assert not slow
+    assert _bits(got[0]) == _bits(float(token)) or (math.isinf(got[0]) and math.isinf(float(token)))
+
+
+def _learn(lines: list[str], parsers=None) -> tuple[Shapes, list[list]]:
+    """Feed `lines` through a dispatcher, learning each line's shape as the block reader does."""
+    d = Dispatcher(parsers if parsers is not None else builtin_parsers())
+    sh = Shapes(d)
+    outs = []
+    for n, text in enumerate(lines, 1):
+        before = fingerprint(d.parsers)
+        got = d.feed(text, n)
+        outs.append(got)
+        sh.learn(d, text.encode(), text, n, got, before, fingerprint(d.parsers), n)
+    return sh, outs
+
+
+def test_what_is_learnt() -> None:
+    lines = ["[rank0]:[titan] 2025-01-01 10:00:01,123 - root - INFO - step: 12  loss:  2.3456  grad_norm:  1.2345  "
+             "memory: 11.11GiB(11.11%)  tps: 1,234  mfu: 1.2%",
+             "  5%|▌         | 50/1000 [00:10<03:10,  5.00it/s]",  # moves the progress counter: per line
+             "[2025-01-01 10:00:01,123] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+             "Skipping step. Attempted loss scale: 65536, reducing to 32768",
+             "06/07/2024 10:00:01 [INFO|DP=0|PP=0|TP=0]: iteration: 3 / 10 | consumed_tokens: 4.71K | lm_loss: 2.5",
+             "nothing to see here 123",
+             "{'loss': 1.2345, 'grad_norm': 0.5, 'learning_rate': 1.5e-05, 'epoch': 0.12}"]
+    sh, outs = _learn(lines)
+    kinds = [t.kind for t in sh.templates]
+    assert kinds[0] == "rows" and sh.templates[0].framework == "torchtitan"
+    assert kinds[1] == "lines"
+    assert kinds[2] == "items"  # an event
+    assert kinds[4] == "empty"
+    # the HF dict line: a record without a step (dated by the counter): made as an object
+    assert kinds[5] == "items"
+    rec = shapes.make_items(sh.templates[5], 99, np.array([2.5, 0.25, 3e-5, 0.5]), None)[0]
+    assert isinstance(rec, Record) and rec.line == 99 and rec.step_hint == 50
+    assert (rec.loss, rec.grad_norm, rec.lr, rec.extra["epoch"]) == (2.5, 0.25, 3e-5, 0.5)
+    # nanotron's 4.71K is 4710, not a token's value: that line is read per line if the record holds it
+    nano = sh.templates[3]
+    assert nano.kind in ("lines", "rows")
+    if nano.kind == "rows":
+        assert all(how[0] != "tok" or how[1] < len(nano.tokens) for how in nano.items[0][2].values())
+
+
+def test_a_parser_that_looks_at_digits_learns_nothing(tmp_path: Path) -> None:
+    """A declared format (its regex may test digit values) or any parser outside the built-in
+    set turns shapes off for the file."""
+    spec = tmp_path / "formats.yaml"
+    spec.write_text("precdx_log_formats:\n  - name: mine\n    regex: 'it (?P<step>[1-5]\\d*) l=(?P<loss>\\S+)'\n    contains: 'it '\n")
+    declared = [DeclaredParser(f) for f in load_declared_formats(spec)]
+    assert blocks._Plan.of(builtin_parsers() + declared).shapes is False
+
+    class Custom(LineParser):
+        name, hints = "custom", ("x",)
+
+        def feed(self, text, lineno):
+            return None
+
+    assert blocks._Plan.of(builtin_parsers() + [Custom()]).shapes is False
+    assert blocks._Plan.of(builtin_parsers()).shapes is True
+
+
+def _write(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_state_and_zero_sensitive_lines(tmp_path: Path, kern, monkeypatch, threads) -> None:
+    """HF dict lines of one shape dated by different progress counters; checkpoint lines at
+    iteration 0 (a load) and later (a resume); DeepSpeed skip totals at zero and not: the block
+    reader with shapes gives the per-line reader's result."""
+    monkeypatch.setattr(blocks, "THREADS", threads)
+    lines = []
+    for k in range(1, 400):
+        lines.append(f" {k % 100:2d}%|#         | {k * 10}/4000 [00:{k % 60:02d}<10:00,  1.{k % 10}0it/s]")
+        lines.append(f"{{'loss': {1 + k / 1000:.4f}, 'grad_norm': {k / 100:.4f}, 'learning_rate': {k}e-06, "
+                     f"'epoch': {k / 400:.2f}}}")
+        lines.append(f"successfully loaded checkpoint from /ckpt at iteration {k % 3 * 7}")
+        lines.append(f"[2025-01-01 10:00:{k % 60:02d},123] [INFO] [logging.py:96:log_dist] [Rank 0] "
+                     f"step={k}, skipped={k % 2}, lr=[{k}.0e-05], mom=[(0.9, 0.95)]")
+        lines.append(f"[titan] 2025-01-01 10:00:{k % 60:02d},123 - root - INFO - step: {k:3d}  loss: {k % 7}.1234  "
+                     f"memory:  1.11GiB(1.11%)  wps: 1,234  mfu: 1.2%")
+    path = _write(tmp_path, lines)
+    for block in (1 << 22, 4096, 300):
+        stats = _assert_same(path, block)
+    assert stats.columnar > len(lines) // 3  # most lines were read from their shapes
+
+
+def test_real_excerpts_learn_shapes(tmp_path: Path, kern, monkeypatch) -> None:
+    """The real excerpts concatenated: shapes are learnt and used, and the result is the per-line
+    reader's (test_logs_blocks checks the same with every block size and thread count)."""
+    logs = sorted(REAL.glob("*/*.log")) if REAL.is_dir() else []
+    if not logs:
+        pytest.skip(f"{REAL} not found")
+    learnt: list[Shapes] = []
+
+    class Spy(Shapes):
+        def __init__(self, d) -> None:
+            super().__init__(d)
+            learnt.append(self)
+
+    monkeypatch.setattr(blocks, "Shapes", Spy)
+    text = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in logs)
+    path = tmp_path / "real.log"
+    path.write_bytes(text * 4)
+    stats = _assert_same(path, 1 << 22)
+    kinds = [t.kind for t in learnt[-1].templates]
+    assert kinds.count("rows") >= 20 and kinds.count("items") >= 5 and "quiet" in kinds
+    # lines of a shape are read per line until it is seen twice: from the third copy on, most
+    # records come from shapes
+    assert stats.columnar > sum(stats.frameworks.values()) // 3
+
+
+def test_shapes_off_without_kernels(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PRECDX_NATIVE", "0")
+    lines = [f"[titan] 2025-01-01 10:00:01,123 - root - INFO - step: {k:3d}  loss: 2.1234  memory:  1.11GiB(1.11%)"
+             for k in range(1, 50)]
+    made: list = []
+    monkeypatch.setattr(blocks, "Shapes", lambda d: made.append(d) or Shapes(d))
+    _assert_same(_write(tmp_path, lines), 1 << 22)
+    assert made == []
+
