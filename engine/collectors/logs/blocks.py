@@ -510,13 +510,18 @@ class _Reader:
         if tl.size == 0:
             return
         as_rows = table.as_rows[tt]
+        hinted = table.hinted[tt]
+        if hinted.any():  # records without a step: in columns once the builder numbers them as they come
+            dated = np.zeros(len(table.templates), dtype=bool)
+            for t in np.unique(tt[hinted]).tolist():
+                dated[t] = self.builder.dated(table.templates[t].framework)
+            as_rows |= hinted & dated[tt]
         if as_rows.any():
             rt = tt[as_rows]
-            fws = [table.templates[t].framework for t in range(len(table.templates))]
             by_fw: dict[tuple[str, bool], list[int]] = {}
             for t in np.unique(rt).tolist():
                 tpl = table.templates[t]
-                by_fw.setdefault((fws[t], tpl.cumulative), []).append(t)
+                by_fw.setdefault((tpl.framework, tpl.cumulative), []).append(t)
             mixed = {fw for fw, _ in by_fw if (fw, True) in by_fw and (fw, False) in by_fw}
             for (fw, cumulative), ts in by_fw.items():
                 sel = np.flatnonzero(as_rows & np.isin(tt, ts))
@@ -524,8 +529,8 @@ class _Reader:
                     as_rows[sel] = False
                     continue
                 columns.setdefault(fw, []).append(rows_of(table, fw, tl[sel] + first, tt[sel], tv[sel], cumulative))
-        other = np.flatnonzero(~as_rows)
-        self.stats.columnar += int(other.size)  # (the records in columns are counted with the rest)
+        other = np.flatnonzero(~as_rows & table.objects[tt])
+        self.stats.columnar += int(np.count_nonzero(~as_rows))  # (records in columns: counted with the rest)
         if other.size:
             body, starts, nl = scan.body, scan.starts, scan.nl
             for k in other.tolist():
@@ -820,9 +825,13 @@ def _concat(parts: list[Rows]) -> Rows:
     n = [len(p) for p in parts]
     extra = {k: np.concatenate([p.extra.get(k, np.full(m, np.nan)) for p, m in zip(parts, n)])[order]
              for k in sorted({k for p in parts for k in p.extra})}
+    inferred = None
+    if any(p.inferred is not None for p in parts):
+        inferred = np.concatenate([p.inferred if p.inferred is not None else np.zeros(m, dtype=bool)
+                                   for p, m in zip(parts, n)])[order]
     return Rows(parts[0].framework, line[order], cat("step"), cat("loss"), cat("has_loss"), cat("loss_missing"),
                 cat("grad_norm"), cat("has_grad_norm"), cat("lr"), cat("loss_scale"), cat("skipped"), cat("nan_iters"),
-                any(p.skipped_cumulative for p in parts), extra)
+                any(p.skipped_cumulative for p in parts), extra, inferred)
 
 
 def _indices(idx: np.ndarray):

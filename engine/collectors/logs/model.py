@@ -114,6 +114,9 @@ class Rows:
     nan_iters: np.ndarray
     skipped_cumulative: bool = False
     extra: dict[str, np.ndarray] = field(default_factory=dict)  # float64, NaN where absent
+    # bool per record: no step printed (Record.step None); `step` then holds the step hint, NaN
+    # for none (the builder numbers such records in order). None: every step printed.
+    inferred: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.line.size)
@@ -123,4 +126,5 @@ class Rows:
         return Rows(self.framework, self.line[sel], self.step[sel], self.loss[sel], self.has_loss[sel],
                     self.loss_missing[sel], self.grad_norm[sel], self.has_grad_norm[sel], self.lr[sel],
                     self.loss_scale[sel], self.skipped[sel], self.nan_iters[sel], self.skipped_cumulative,
-                    {k: v[sel] for k, v in self.extra.items()})
+                    {k: v[sel] for k, v in self.extra.items()},
+                    None if self.inferred is None else self.inferred[sel])

@@ -35,6 +35,8 @@ scale = last value), so all comparison code runs unchanged on it. Above the thre
 """
 from __future__ import annotations
 
+import bisect
+
 import math
 import os
 from array import array
@@ -337,6 +339,8 @@ class _Columns:
             else:
                 t[4] += int(np.count_nonzero(vs != np.concatenate(([t[3]], vs[:-1]))))
             t[2], t[3] = int(ss[-1]), float(vs[-1])
+        if rows.inferred is not None:
+            self.inferred += int(np.count_nonzero(rows.inferred))
         d = np.diff(steps) if self.last_step is None else np.diff(steps, prepend=self.last_step)
         if d.size and not (d > 0).all():
             self.increasing = False
@@ -587,6 +591,12 @@ class SeriesBuilder:
         (`add(item, at=line)`); an item without one settles the queue first."""
         step = rows.step
         sane = np.abs(step) <= MAX_STEP if step.dtype.kind in "iu" else np.isfinite(step) & (np.abs(step) <= MAX_STEP)
+        if rows.inferred is not None:
+            # Records that printed no step: an impossible hint is dropped (they are numbered in
+            # order, as `add` does); they are only queued once their framework is dated.
+            assert rows.framework in self._dated, "step-less records queued before their framework is dated"
+            rows.step = np.where(rows.inferred & ~sane, np.nan, rows.step)
+            sane |= rows.inferred
         if not sane.all():
             self.bad_steps += int(np.count_nonzero(~sane))
             rows = rows.part(sane)
@@ -603,14 +613,17 @@ class SeriesBuilder:
 
     def _flush_queue(self, fw: str, before: int | None = None) -> None:
         """Add the queued records of `fw` (those on lines before `before`, else all)."""
-        rows, cur = self._queue[fw]
+        rows, cur = self._queue[fw][:2]
         end = len(rows) if before is None else int(np.searchsorted(rows.line, before))
         if end > cur:
             self._new_cols_before(int(rows.line[cur]))
             cols = self._cols.get(fw)
             if cols is None:
                 cols = self._cols[fw] = _Columns(fw)
-            cols.extend(rows.part(slice(cur, end)))
+            part = rows.part(slice(cur, end))
+            if part.inferred is not None:  # no step and no hint: the record's number in the run
+                part.step = self._numbered(fw, part.step, part.inferred, 0)
+            cols.extend(part)
             self._ordinal[fw] = self._ordinal.get(fw, 0) + end - cur
             last = int(rows.line[end - 1])
             if last > self._last_line:
@@ -627,14 +640,35 @@ class SeriesBuilder:
             if int(self._queue[fw][0].line[0]) < line:
                 self._cols[fw] = _Columns(fw)
 
+    def _numbered(self, fw: str, step: np.ndarray, inferred: np.ndarray, first: int) -> np.ndarray:
+        """Steps of queued records of `fw` (the first being its `first`-th not yet added): those
+        that printed neither a step nor a hint get their number in the run, as `add` gives them."""
+        gap = inferred & np.isnan(step)
+        if not gap.any():
+            return step
+        n = self._ordinal.get(fw, 0) + first + 1 + np.arange(step.size)
+        return np.where(gap, n, step)
+
     def _step_before(self, line: int) -> int | None:
         """The step of the last record before `line`, queued records included."""
         best_line, best = self._last_line, self._last_step
-        for rows, cur in self._queue.values():
-            k = int(np.searchsorted(rows.line, line)) - 1
-            if k >= cur and int(rows.line[k]) > best_line:
-                best_line, best = int(rows.line[k]), int(np.trunc(rows.step[k]))
+        for fw, entry in self._queue.items():
+            rows, cur = entry[0], entry[1]
+            if len(entry) < 3:
+                entry.append(rows.line.tolist())  # (bisect on a list: many events per queue)
+            lines = entry[2]
+            k = bisect.bisect_left(lines, line) - 1
+            if k >= cur and lines[k] > best_line:
+                step = rows.step[k:k + 1]
+                if rows.inferred is not None:
+                    step = self._numbered(fw, step, rows.inferred[k:k + 1], k - cur)
+                best_line, best = int(rows.line[k]), int(np.trunc(step[0]))
         return best
+
+    def dated(self, framework: str) -> bool:
+        """Records of `framework` that print no step are numbered as they come (no longer held
+        for a progress counter to date them): they may be queued in columns."""
+        return framework in self._dated
 
     def add(self, item: Record | Event, at: int | None = None) -> None:
         if self._queue:

@@ -67,22 +67,19 @@ class Template:
 
     shape: bytes
     hash: int
-    kind: str                            # "lines" | "quiet" | "empty" | "rows" | "items"
+    kind: str                            # "lines" | "quiet" | "empty" | "rows" | "hinted" | "items"
     state: int = -1                      # the state of the parsers it depends on when learnt (Shapes.key)
     mask: int = 0                        # which parsers those are (Shapes.masks)
     tokens: tuple = ()                   # (byte offset, byte length) of the tokens it reads
     items: tuple = ()                    # per item: (class, {field: source}, {extra key: source})
     framework: str = ""
     cumulative: bool = False
-
-    @property
-    def slices(self) -> bool:
-        """Some field is a slice of the line's text."""
-        return any(how[0] == "slice" for _, attrs, _ in self.items for how in attrs.values())
+    makers: list | None = None           # make_items' view of `items` (built on first use)
+    slices: bool = False                 # some field is a slice of the line's text
 
     @property
     def reads(self) -> bool:
-        return self.kind in ("empty", "rows", "items")
+        return self.kind in ("empty", "rows", "hinted", "items")
 
 
 class Table:
@@ -116,19 +113,25 @@ class Table:
         self.state = np.array([t.state for t in templates] or [-1], dtype=np.int64)
         self.maskid = np.array([t.mask for t in templates] or [0], dtype=np.int64)
         self.as_rows = np.array([t.kind == "rows" for t in templates] or [False], dtype=bool)
+        self.hinted = np.array([t.kind == "hinted" for t in templates] or [False], dtype=bool)
+        self.objects = np.array([t.kind in ("items", "hinted") for t in templates] or [False], dtype=bool)
         # Rows columns per shape: the token read (-1: none) and the constant otherwise.
         self.src: dict[str, np.ndarray] = {}
         self.const: dict[str, np.ndarray] = {}
-        self.extras: list[str] = sorted({k for t in templates if t.kind == "rows" for k in t.items[0][2]})
+        columnar = ("rows", "hinted")
+        self.extras: list[str] = sorted({k for t in templates if t.kind in columnar for k in t.items[0][2]})
         names = list(_ROW_FIELDS) + [f"extra:{k}" for k in self.extras]
         for name in names:
             src = np.full(max(n, 1), -1, dtype=np.int64)
             const = np.full(max(n, 1), np.nan)
             for t, tpl in enumerate(templates):
-                if tpl.kind != "rows":
+                if tpl.kind not in columnar:
                     continue
                 _, attrs, extra = tpl.items[0]
-                how = extra.get(name[6:]) if name.startswith("extra:") else attrs.get(name)
+                if name == "step" and tpl.kind == "hinted":
+                    how = attrs["step_hint"]
+                else:
+                    how = extra.get(name[6:]) if name.startswith("extra:") else attrs.get(name)
                 if how is None:
                     continue
                 if how[0] == "tok":
@@ -139,8 +142,8 @@ class Table:
         flag = {"has_loss": lambda a: a["loss"] != ("const", None),
                 "has_grad_norm": lambda a: a["grad_norm"] != ("const", None),
                 "loss_missing": lambda a: bool(a["loss_missing"][1])}
-        self.flags = {k: np.array([f(t.items[0][1]) if t.kind == "rows" else False for t in templates] or [False],
-                                  dtype=bool) for k, f in flag.items()}
+        self.flags = {k: np.array([f(t.items[0][1]) if t.kind in columnar else False for t in templates]
+                                  or [False], dtype=bool) for k, f in flag.items()}
 
 
 class Shapes:
@@ -317,14 +320,17 @@ class Shapes:
         kind = "items"
         if len(items) == 1 and isinstance(items[0], Record):
             attrs = specs[0][1]
-            if (items[0].kind == "train" and attrs["step"] != ("const", None) and attrs["step_hint"] == ("const", None)
-                    and attrs["kind"][0] == attrs["framework"][0] == "const"
+            if (items[0].kind == "train" and attrs["kind"][0] == attrs["framework"][0] == "const"
                     and all(how[0] in ("const", "tok") for how in attrs.values())):
-                kind = "rows"
+                if attrs["step"] != ("const", None) and attrs["step_hint"] == ("const", None):
+                    kind = "rows"
+                elif attrs["step"] == ("const", None) and attrs["step_hint"][0] == "const":
+                    kind = "hinted"  # no step printed: in columns once the builder numbers them
         rec = items[0] if items else None
         return Template(shape(raw), 0, kind, tokens=tuple(offsets), items=tuple(specs),
                         framework=rec.framework if isinstance(rec, Record) else "",
-                        cumulative=bool(rec.skipped_cumulative) if isinstance(rec, Record) else False)
+                        cumulative=bool(rec.skipped_cumulative) if isinstance(rec, Record) else False,
+                        slices=any(how[0] == "slice" for _, attrs, _ in specs for how in attrs.values()))
 
     def _variant(self, text: str, tokens: list) -> str | None:
         """`text` with every non-zero digit run of its tokens rewritten at random (same length,
@@ -403,29 +409,43 @@ def _item_spec(group: tuple, texts: list[str], values: list[list[float]], used: 
 def make_items(tpl: Template, line: int, row: np.ndarray, text: str | None) -> list:
     """The items of one line of a learnt shape (`row`: its tokens as read; `text`: the line, for
     fields that are slices of it)."""
+    makers = tpl.makers
+    if makers is None:
+        makers = tpl.makers = [_maker(spec) for spec in tpl.items]
+    vals = row.tolist()
     out = []
-    for cls, attrs, extra in tpl.items:
-        kw = {"line": line}
-        for name, how in attrs.items():
-            kw[name] = _value(how, row, text)
-        if extra:
-            kw["extra"] = {k: _value(how, row, text) for k, how in extra.items()}
+    for cls, const, toks, cuts, extra_const, extra_toks in makers:
+        kw = dict(const)
+        kw["line"] = line
+        for name, col, whole in toks:
+            v = vals[col]
+            kw[name] = int(v) if whole else v
+        for name, a, b in cuts:
+            kw[name] = text[a:b]
+        if extra_const or extra_toks:
+            extra = dict(extra_const)
+            for name, col, whole in extra_toks:
+                v = vals[col]
+                extra[name] = int(v) if whole else v
+            kw["extra"] = extra
         out.append(cls(**kw))
     return out
 
 
-def _value(how: tuple, row: np.ndarray, text: str | None):
-    if how[0] == "const":
-        return how[1]
-    if how[0] == "tok":
-        v = float(row[how[1]])
-        return int(v) if how[2] else v
-    return text[how[1]:how[2]]
+def _maker(spec: tuple) -> tuple:
+    """An item's spec split for `make_items`: constants, token fields, slices, and the same for
+    its extra values."""
+    cls, attrs, extra = spec
+    return (cls, {k: how[1] for k, how in attrs.items() if how[0] == "const"},
+            [(k, how[1], how[2]) for k, how in attrs.items() if how[0] == "tok"],
+            [(k, how[1], how[2]) for k, how in attrs.items() if how[0] == "slice"],
+            {k: how[1] for k, how in extra.items() if how[0] == "const"},
+            [(k, how[1], how[2]) for k, how in extra.items() if how[0] == "tok"])
 
 
 def rows_of(table: Table, framework: str, lines: np.ndarray, tids: np.ndarray, vals: np.ndarray,
             cumulative: bool) -> Rows:
-    """The records of lines of learnt "rows" shapes, in columns (`lines`: 1-based, in order;
+    """The records of lines of learnt "rows" (and "hinted") shapes, in columns (`lines`: 1-based, in order;
     `vals`: their tokens as read, a row per line)."""
     m = lines.size
     r = np.arange(m)
@@ -443,6 +463,8 @@ def rows_of(table: Table, framework: str, lines: np.ndarray, tids: np.ndarray, v
         v = cols[f"extra:{k}"]
         if not np.isnan(v).all() or (table.src[f"extra:{k}"][tids] >= 0).any():
             extra[k] = v
+    hinted = table.hinted[tids]
     return Rows(framework, lines, cols["step"], cols["loss"], table.flags["has_loss"][tids],
                 table.flags["loss_missing"][tids], cols["grad_norm"], table.flags["has_grad_norm"][tids], cols["lr"],
-                cols["loss_scale"], cols["skipped"], cols["nan_iters"], cumulative, extra)
+                cols["loss_scale"], cols["skipped"], cols["nan_iters"], cumulative, extra,
+                hinted if hinted.any() else None)

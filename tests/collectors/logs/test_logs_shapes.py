@@ -159,8 +159,8 @@ def test_what_is_learnt() -> None:
     assert kinds[1] == "lines"
     assert kinds[2] == "items"  # an event
     assert kinds[4] == "empty"
-    # the HF dict line: a record without a step (dated by the counter): made as an object
-    assert kinds[5] == "items"
+    # the HF dict line: a record without a step, dated by the counter: in columns once dated
+    assert kinds[5] == "hinted"
     rec = shapes.make_items(sh.templates[5], 99, np.array([2.5, 0.25, 3e-5, 0.5]), None)[0]
     assert isinstance(rec, Record) and rec.line == 99 and rec.step_hint == 50
     assert (rec.loss, rec.grad_norm, rec.lr, rec.extra["epoch"]) == (2.5, 0.25, 3e-5, 0.5)
