@@ -56,8 +56,9 @@ def shape(line: bytes) -> bytes:
 
 
 def fingerprint(parsers) -> tuple:
-    """The parsers' state, as far as it can change what they make of a later line."""
-    return tuple(p.state() for p in parsers)
+    """The parsers' state, as far as it can change what they make of a later line (of those
+    that keep any, in order)."""
+    return tuple([p.state() for p in parsers if not (p.pure or p.stateless)])
 
 
 @dataclass
@@ -163,7 +164,9 @@ class Shapes:
         index = {id(p): j for j, p in enumerate(dispatcher.parsers)}
         self._always = [index[id(p)] for p in dispatcher.always] + [index[id(p)] for p, _ in dispatcher.fallback]
         self._hinted = [(index[id(p)], hints) for p, hints in dispatcher.hinted]
-        self.masks: list[tuple[int, ...]] = []
+        keeping = [j for j, p in enumerate(dispatcher.parsers) if not (p.pure or p.stateless)]
+        self._at = {j: k for k, j in enumerate(keeping)}  # parser index -> place in a fingerprint
+        self.masks: list[tuple[int, ...]] = []  # (places in a fingerprint)
         self._mask_ids: dict[tuple[int, ...], int] = {}
         self._keys: dict[Any, int] = {}  # (mask, its parsers' states) -> key
         self._next = 0
@@ -192,7 +195,8 @@ class Shapes:
         return got
 
     def _mask(self, text: str) -> int:
-        m = tuple(sorted(self._always + [j for j, hints in self._hinted if any(h in text for h in hints)]))
+        fed = self._always + [j for j, hints in self._hinted if any(h in text for h in hints)]
+        m = tuple(sorted(self._at[j] for j in fed if j in self._at))
         got = self._mask_ids.get(m)
         if got is None:
             got = self._mask_ids[m] = len(self.masks)

@@ -20,13 +20,14 @@ class LineParser:
     # Stateless and yields records only (no events): on a line an earlier parser claimed, what
     # it would read is dropped, so the block reader may skip it there.
     pure: bool = False
+    stateless: bool = False  # keeps nothing between lines (a pure parser never does either)
 
     def state(self) -> object:
         """What of this parser's state can change what it makes of a later line, as a hashable
         value that is only compared (the block reader reuses what it learnt of a line shape only
-        while every parser's state is what it was then; see shapes.py). Default: a pure parser
-        has none, any other all its attributes."""
-        return None if self.pure else repr(vars(self))
+        while every parser's state is what it was then; see shapes.py). Default: a pure or
+        stateless parser has none, any other all its attributes."""
+        return None if self.pure or self.stateless else repr(vars(self))
 
     @property
     def triggers(self) -> tuple[str, ...] | None:

@@ -22,10 +22,8 @@ PPO = re.compile(r"\bstep: (\d+)\|ppo_ep: \d+\|act_loss: (" + NUM + r")\|cri_los
 
 class DeepSpeedParser(LineParser):
     name = "deepspeed"
+    stateless = True
     hints = ("verflow", "Skipping step", "step=", "steps: ", "act_loss", MIN_SCALE)
-
-    def state(self) -> object:
-        return None  # keeps nothing between lines
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         out: list[Item] = []

@@ -55,11 +55,9 @@ _RULES: tuple[tuple[str, str], ...] = (
 
 class EventParser(LineParser):
     name = "events"
+    stateless = True
     hints = ()  # every line; the compiled prefilter does the selection
     triggers = _NEEDLES
-
-    def state(self) -> object:
-        return None  # keeps nothing between lines
 
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         for needle in _NEEDLES:
