@@ -40,7 +40,7 @@ from precdx.collectors.logs.formats.base import LineParser
 from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, HEADER, MegatronParser
 from precdx.collectors.logs.model import Record, Rows, parse_num
 from precdx.collectors.logs import native
-from precdx.collectors.logs.shapes import Shapes, fingerprint, make_items, rows_of
+from precdx.collectors.logs.shapes import Shapes, fingerprint, make_items, rows_of, shape_safe
 from precdx.collectors.logs.reader import MAX_LINE, Dispatcher, ReadStats, iter_log, open_log
 
 pa = pc = None  # pyarrow and pyarrow.compute, imported by _arrow() for the first log that needs them
@@ -156,8 +156,9 @@ class _Plan:
         self.megatron = megatron if columns else None  # read its iteration lines in columns
         self.relevant = relevant                      # literals that matter on a Megatron line
         self.relevant_text = [t.decode("utf-8") for t in relevant]
-        # learn line shapes (shapes.py): every parser digit-blind, no hint holding a digit
-        self.shapes = all(type(p) in DIGIT_BLIND and not any(c.isdigit() for h in p.hints for c in h)
+        # learn line shapes (shapes.py): every parser digit-blind, every literal it looks for the
+        # same in all lines of a shape
+        self.shapes = all(type(p) in DIGIT_BLIND and all(shape_safe(t) for t in (*p.hints, *(p.triggers or ())))
                           for p in parsers)
 
     @classmethod

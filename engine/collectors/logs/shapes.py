@@ -55,6 +55,17 @@ def shape(line: bytes) -> bytes:
     return _RUN.sub(lambda m: (b"1" if m.group().strip(b"0") else b"0") * len(m.group()), line)
 
 
+def shape_safe(literal: str) -> bool:
+    """Whether a literal a parser looks for is in every line of a shape or in none: true when
+    each of its runs of digits is all zeros with a non-digit on both sides inside the literal
+    (such a run is a whole run of the line, and shapes keep zeros); a literal without digits
+    always is."""
+    for m in re.finditer(r"[0-9]+", literal):
+        if m.group().strip("0") or m.start() == 0 or m.end() == len(literal):
+            return False
+    return True
+
+
 def fingerprint(parsers) -> tuple:
     """The parsers' state, as far as it can change what they make of a later line (of those
     that keep any, in order)."""

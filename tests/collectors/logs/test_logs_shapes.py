@@ -189,6 +189,25 @@ def test_a_parser_that_looks_at_digits_learns_nothing(tmp_path: Path) -> None:
     assert blocks._Plan.of(builtin_parsers()).shapes is True
 
 
+def test_literals_with_digits() -> None:
+    assert shapes.shape_safe("t >= 0 && t < n_classes") and shapes.shape_safe("step:")
+    assert not shapes.shape_safe("code 134 ") and not shapes.shape_safe("0x") and not shapes.shape_safe("t >= 0")
+
+    class Digits(LineParser):
+        name, hints = "digits", ("exit code 1 ",)
+
+        def feed(self, text, lineno):
+            return None
+
+    formats_module = __import__("precdx.collectors.logs.formats", fromlist=["DIGIT_BLIND"])
+    old = formats_module.DIGIT_BLIND
+    try:
+        blocks.DIGIT_BLIND = old + (Digits,)
+        assert blocks._Plan.of(builtin_parsers() + [Digits()]).shapes is False
+    finally:
+        blocks.DIGIT_BLIND = old
+
+
 def _write(tmp_path: Path, lines: list[str]) -> Path:
     path = tmp_path / "train.log"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -19,7 +19,9 @@ WINDOWED = {"megatron", "mindspeed-llm", "megatron-deepspeed", "hf_trainer", "hf
 
 # Parsers that look at a line's digits only through the numbers they read, and at a number only
 # for its value or whether it is zero: what they make of a line is learnt once per line shape
-# (shapes.py). A declared format's regex may test digit values, so a file read with one learns none.
+# (shapes.py). A literal one of them looks for may hold digits only as shapes.shape_safe allows
+# (the event parser's "t >= 0 && t < n_classes"). A declared format's regex may test digit
+# values, so a file read with one learns none.
 DIGIT_BLIND = (EventParser, NemoParser, MegatronParser, NanotronParser, DeepSpeedParser, HfDictParser,
                TorchtitanParser, OlmoParser, MmengineParser, NanoGptParser, VeomniParser, KeyValueParser)
 
