@@ -510,6 +510,7 @@ class _Reader:
         tl, tt, tv = scan.tl[keep], scan.tt[keep], scan.tv[keep]
         if tl.size == 0:
             return
+        self.shapes.hits += int(tl.size)
         as_rows = table.as_rows[tt]
         hinted = table.hinted[tt]
         if hinted.any():  # records without a step: in columns once the builder numbers them as they come

@@ -40,7 +40,10 @@ from precdx.collectors.logs.model import NUM_RE, Event, Record, Rows
 
 MAX_SHAPES = 4096     # shapes learnt per file (read-per-line ones included)
 MAX_SEEN = 1 << 16    # shapes seen once, remembered until learnt (then forgotten, and so on)
+LEARN_FREE = 256      # shapes learnt before learning has to pay for itself:
+LEARN_PAYS = 16       # lines read from learnt shapes per shape learnt
 _RUN = re.compile(rb"[0-9]+")
+_RUN_TEXT = re.compile(r"[0-9]+")
 _DIGIT = re.compile(r"[0-9]")
 _RECORD = [f.name for f in fields(Record) if f.name not in ("line", "extra")]
 _EVENT = [f.name for f in fields(Event) if f.name != "line"]
@@ -163,6 +166,8 @@ class Shapes:
 
     def __init__(self, dispatcher) -> None:
         self.templates: list[Template] = []
+        self.learnt = 0       # shapes learnt from the parsers (quiet ones not counted)
+        self.hits = 0         # lines read from learnt shapes (the block reader counts them)
         self.known: set[int] = set()
         self.seen: set[int] = set()
         self.table = Table([])
@@ -231,7 +236,13 @@ class Shapes:
         if not h or h in self.known or self.full:
             return False
         if h in self.seen:
-            return True
+            # Learning costs ~0.5 ms: past the first LEARN_FREE shapes, only while the learnt
+            # ones pay (a log of many shapes, each coming back a few times, stops learning).
+            return self.learnt < LEARN_FREE or self.hits >= LEARN_PAYS * self.learnt
+        if len(self.seen) >= MAX_SEEN:
+            self.seen.clear()
+        self.seen.add(h)
+        return False
         if len(self.seen) >= MAX_SEEN:
             self.seen.clear()
         self.seen.add(h)
@@ -266,6 +277,7 @@ class Shapes:
         got it), its parsers' state having been `before` and now being `after` (fingerprints)."""
         self.seen.discard(h)
         self.known.add(h)
+        self.learnt += 1
         self._dirty = True
         tpl = None
         if after == before and not dispatcher.pending:
@@ -305,9 +317,9 @@ class Shapes:
         if any(v is None for v in variants):
             return None
         got = []
+        twin = copy.deepcopy(dispatcher)  # (its state is the same after each variant: checked)
+        state = fingerprint(twin.parsers)
         for v in variants:
-            twin = copy.deepcopy(dispatcher)
-            state = fingerprint(twin.parsers)
             try:
                 out = twin.feed(v, lineno)
             except Exception:  # noqa: BLE001 - a parser failing on a variant: no template
@@ -350,22 +362,24 @@ class Shapes:
     def _variant(self, text: str, tokens: list) -> str | None:
         """`text` with every non-zero digit run of its tokens rewritten at random (same length,
         not all zeros, different from the original)."""
-        out = list(text)
+        parts, last = [], 0
         rng = self._rng
         for m in tokens:
-            for run in re.finditer(r"[0-9]+", m.group()):
+            for run in _RUN_TEXT.finditer(text, m.start(), m.end()):
                 digits = run.group()
                 if not digits.strip("0"):
                     continue
+                n = len(digits)
                 for _ in range(20):
-                    new = "".join(rng.choice("0123456789") for _ in digits)
-                    if new.strip("0") and new != digits:
+                    new = f"{rng.randrange(10 ** n):0{n}d}"
+                    if new != digits and new.strip("0"):
                         break
                 else:
                     return None
-                at = m.start() + run.start()
-                out[at:at + len(digits)] = new
-        return "".join(out)
+                parts += [text[last:run.start()], new]
+                last = run.end()
+        parts.append(text[last:])
+        return "".join(parts)
 
 
 def _same(a, b) -> bool:

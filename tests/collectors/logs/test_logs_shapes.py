@@ -189,6 +189,19 @@ def test_a_parser_that_looks_at_digits_learns_nothing(tmp_path: Path) -> None:
     assert blocks._Plan.of(builtin_parsers()).shapes is True
 
 
+def test_learning_has_to_pay() -> None:
+    """Past the first LEARN_FREE shapes, a shape seen twice is only learnt while lines read
+    from learnt shapes outnumber LEARN_PAYS per shape learnt."""
+    sh = Shapes(Dispatcher(builtin_parsers()))
+    assert not sh.should_learn(7) and sh.should_learn(7)  # seen once, then again
+    sh.learnt, sh.hits = shapes.LEARN_FREE, 0
+    assert not sh.should_learn(7)
+    sh.hits = shapes.LEARN_PAYS * sh.learnt
+    assert sh.should_learn(7)
+    sh.known.add(7)
+    assert not sh.should_learn(7)
+
+
 def test_literals_with_digits() -> None:
     assert shapes.shape_safe("t >= 0 && t < n_classes") and shapes.shape_safe("step:")
     assert not shapes.shape_safe("code 134 ") and not shapes.shape_safe("0x") and not shapes.shape_safe("t >= 0")
