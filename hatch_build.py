@@ -4,7 +4,7 @@ built where a C compiler is carries the block reader's compiled kernels.
 scan.c (engine/collectors/logs/) is compiled by tools/build_native.py's build() into a temporary
 folder and force-included next to the packaged scan.c, under the name native.library_name()
 gives for that source and this platform (what precdx.collectors.logs.native looks for first), and
-the wheel is then tagged for this interpreter and platform. With no compiler, a failed compile, or
+the wheel is then tagged for this platform (py3-none-<platform>: the library has no Python API). With no compiler, a failed compile, or
 PRECDX_NATIVE=0 at build time, the wheel is the pure one (py3-none-any, scan.c only) and one line
 says why: the installed package reads logs with numpy, or finds a library that
 `python tools/build_native.py --cache` built. A library left next to the source by `make setup`
@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,8 @@ class NativeKernelsHook(BuildHookInterface):
         packaged = self.build_config.get_distribution_path(Path(SOURCE).with_name(name).as_posix())
         build_data["force_include"][str(built)] = packaged
         build_data["pure_python"] = False
-        build_data["infer_tag"] = True
+        # The library is loaded with ctypes (no Python C API): any Python 3 on this platform.
+        build_data["tag"] = f"py3-none-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
         return ""
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:

@@ -65,6 +65,7 @@ def test_a_wheel_built_with_a_compiler_carries_the_library_next_to_scan_c(native
     assert _libraries(native_wheel) == [LOGS + native.library_name()]
     tag = _tag(native_wheel)
     assert not tag.endswith("-any") and tag in {str(t) for t in sys_tags()}, tag  # this machine installs it
+    assert tag.startswith("py3-none-"), tag  # any Python 3 (the library has no Python API)
     assert "Root-Is-Purelib: false" in _wheel_file(native_wheel) and f"Tag: {tag}" in _wheel_file(native_wheel)
 
 
