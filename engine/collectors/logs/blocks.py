@@ -40,7 +40,8 @@ from precdx.collectors.logs.formats.base import LineParser
 from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, HEADER, MegatronParser
 from precdx.collectors.logs.model import Record, Rows, parse_num
 from precdx.collectors.logs import native
-from precdx.collectors.logs.shapes import Shapes, fingerprint, make_items, rows_of, shape_safe
+from precdx.collectors.logs.shapes import (Shapes, fingerprint, leaves, make_items, next_state, restore,
+                                           rows_of, shape_safe, unflatten)
 from precdx.collectors.logs.reader import MAX_LINE, Dispatcher, ReadStats, iter_log, open_log
 
 pa = pc = None  # pyarrow and pyarrow.compute, imported by _arrow() for the first log that needs them
@@ -204,6 +205,7 @@ class _Reader:
         self.kern = native.kernels() if plan.megatron is not None or plan.shapes else None
         self.shapes = Shapes(self.disp) if plan.shapes and self.kern is not None else None
         self.state = fingerprint(self.disp.parsers)  # the parsers' state (while shapes are learnt)
+        self.stateful = [p for p in self.disp.parsers if not (p.pure or p.stateless)]  # (its parsers)
 
     # -- the per-line reader's cuts ------------------------------------------------------------
     def run(self, fh, block: int) -> None:
@@ -381,7 +383,9 @@ class _Reader:
         tl = scan.tl.tolist() if scan.tl is not None else []
         if tl:
             tkey, tmask = scan.table.state[scan.tt], scan.table.maskid[scan.tt]
-            tkey_l, tmask_l = tkey.tolist(), tmask.tolist()
+            tdyn = scan.table.dynamic[scan.tt]
+            tkey_l, tmask_l, tdyn_l = tkey.tolist(), tmask.tolist(), tdyn.tolist()
+            dyn_at = np.flatnonzero(tdyn).tolist()  # (those lines, in order)
 
         def per_line(i: int, h: int = 0) -> None:
             raw = body[int(starts[i]):int(nl[i])]
@@ -418,22 +422,29 @@ class _Reader:
                     tpos += 1
                 hi = bisect.bisect_left(tl, r, tpos)
                 fp, bad = self.state, -1
-                if hi - tpos > 16:
-                    masks = tmask[tpos:hi]
+                d = bisect.bisect_left(dyn_at, tpos) if dyn_at else 0
+                upto = min(hi, dyn_at[d]) if d < len(dyn_at) else hi  # the static lines before the next dynamic one
+                if upto - tpos > 16:
+                    masks = tmask[tpos:upto]
                     now = np.zeros(int(masks.max()) + 1, dtype=np.int64)
                     for m in np.unique(masks).tolist():
                         now[m] = shapes.key_now(m, fp)
-                    off = np.flatnonzero(tkey[tpos:hi] != now[masks])
+                    off = np.flatnonzero(tkey[tpos:upto] != now[masks])
                     bad = tpos + int(off[0]) if off.size else -1
                 else:
                     key_now = shapes.key_now
-                    for k in range(tpos, hi):
+                    for k in range(tpos, upto):
                         if tkey_l[k] != key_now(tmask_l[k], fp):
                             bad = k
                             break
-                if bad >= 0:
+                if bad < 0 and upto < hi:
+                    bad = upto
+                if bad >= 0:  # a line of a dynamic shape, or of one learnt in another state
                     i = tl[bad]
-                    per_line(i)
+                    if not (tdyn_l[bad] and self._dynamic(scan, bad, first, items)):
+                        per_line(i)
+                    else:
+                        fed.append(i)
                     continue
                 tpos = hi
             if r >= n:
@@ -468,6 +479,27 @@ class _Reader:
                 for i, h in zip(lines.tolist(), hashes.tolist()):
                     shapes.quiet(body[int(starts[i]):int(nl[i])], h)
             shapes.publish()
+
+    def _dynamic(self, scan: _Scan, k: int, first: int, items: list) -> bool:
+        """Line `scan.tl[k]`, of a dynamic shape (it moves the parsers' state or its items read it):
+        its items, and the state after it, when the state's pattern is the one the shape was learnt
+        in (else False: it goes per line)."""
+        tpl = scan.table.templates[int(scan.tt[k])]
+        fp = self.state
+        if self.shapes.pattern_now(tpl.mask, fp) != tpl.state:
+            return False
+        i = int(scan.tl[k])
+        row = scan.tv[k]
+        flat = leaves(fp)
+        text = None
+        if tpl.slices:
+            text = scan.body[int(scan.starts[i]):int(scan.nl[i])].decode("utf-8", errors="replace")
+        for item in make_items(tpl, first + i, row, text, flat):
+            items.append((first + i, item))
+        if tpl.sets:
+            restore(self.stateful, unflatten(fp, next_state(tpl, row, flat)))
+            self.state = fingerprint(self.disp.parsers)
+        return True
 
     def _relook(self, scan: _Scan) -> None:
         """Shapes learnt since the block was scanned: its lines of a shape that was new then are

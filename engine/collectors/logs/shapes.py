@@ -75,6 +75,44 @@ def fingerprint(parsers) -> tuple:
     return tuple([p.state() for p in parsers if not (p.pure or p.stateless)])
 
 
+def leaves(fp: tuple) -> list:
+    """A fingerprint's values, flat (a parser whose state is a tuple gives one per element)."""
+    out: list = []
+    for v in fp:
+        if isinstance(v, tuple):
+            out.extend(v)
+        else:
+            out.append(v)
+    return out
+
+
+def unflatten(fp: tuple, flat: list) -> tuple:
+    """A fingerprint shaped like `fp` holding the values `flat` (see `leaves`)."""
+    out, i = [], 0
+    for v in fp:
+        if isinstance(v, tuple):
+            out.append(tuple(flat[i:i + len(v)]))
+            i += len(v)
+        else:
+            out.append(flat[i])
+            i += 1
+    return tuple(out)
+
+
+def _numeric(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _pattern(x):
+    """What a shape read from the state (see Template.dynamic) needs of a state value: a number
+    only by its sign and whether it is zero; anything else as it is."""
+    if isinstance(x, tuple):
+        return tuple(_pattern(v) for v in x)
+    if _numeric(x):
+        return "-" if x < 0 else "0" if x == 0 else "+"
+    return x
+
+
 @dataclass
 class Template:
     """What the parsers make of every line of one shape (kind "lines": nothing learnt, such lines
@@ -91,6 +129,13 @@ class Template:
     cumulative: bool = False
     makers: list | None = None           # make_items' view of `items` (built on first use)
     slices: bool = False                 # some field is a slice of the line's text
+    # A line that moves the parsers' state (a progress counter) or whose items read it (a record
+    # dated by that counter): its effect holds for any state of the same pattern (numbers by
+    # sign and zero, `_pattern`), and lines of it are applied one at a time, in order. `sets`:
+    # (state value index, source) for each value it changes; a field's source may be
+    # ("state", index): that value of the state before the line.
+    dynamic: bool = False
+    sets: tuple = ()
 
     @property
     def reads(self) -> bool:
@@ -130,6 +175,7 @@ class Table:
         self.as_rows = np.array([t.kind == "rows" for t in templates] or [False], dtype=bool)
         self.hinted = np.array([t.kind == "hinted" for t in templates] or [False], dtype=bool)
         self.objects = np.array([t.kind in ("items", "hinted") for t in templates] or [False], dtype=bool)
+        self.dynamic = np.array([t.dynamic for t in templates] or [False], dtype=bool)
         # Rows columns per shape: the token read (-1: none) and the constant otherwise.
         self.src: dict[str, np.ndarray] = {}
         self.const: dict[str, np.ndarray] = {}
@@ -188,10 +234,26 @@ class Shapes:
         self._next = 0
         self._fp: tuple | None = None      # the fingerprint `_now` holds the keys of
         self._now: dict[int, int] = {}     # mask -> key, under _fp
+        self._pfp: tuple | None = None     # (the same for pattern keys)
+        self._pnow: dict[int, int] = {}
 
     def key(self, mask: int, fp: tuple) -> int:
         """The key of the state `fp` (a fingerprint) of the parsers of mask `mask`."""
-        k = (mask, tuple(fp[j] for j in self.masks[mask]))
+        return self._intern((mask, tuple(fp[j] for j in self.masks[mask])))
+
+    def pattern_key(self, mask: int, fp: tuple) -> int:
+        """The key of the pattern of state `fp` for the parsers of mask `mask` (dynamic shapes)."""
+        return self._intern(("pattern", mask, tuple(_pattern(fp[j]) for j in self.masks[mask])))
+
+    def pattern_now(self, mask: int, fp: tuple) -> int:
+        if fp is not self._pfp:
+            self._pfp, self._pnow = fp, {}
+        got = self._pnow.get(mask)
+        if got is None:
+            got = self._pnow[mask] = self.pattern_key(mask, fp)
+        return got
+
+    def _intern(self, k) -> int:
         got = self._keys.get(k)
         if got is None:
             if len(self._keys) >= MAX_SEEN:  # keys never come back under another meaning
@@ -280,17 +342,18 @@ class Shapes:
         self.learnt += 1
         self._dirty = True
         tpl = None
-        if after == before and not dispatcher.pending:
-            tpl = self._template(dispatcher, raw, text, lineno, items)
+        if not dispatcher.pending:
+            tpl = self._template(dispatcher, raw, text, lineno, items, before, after)
         if tpl is None:
             tpl = Template(shape(raw), h, "lines")
         tpl.hash = h
         tpl.mask = self._mask(text)
-        tpl.state = self.key(tpl.mask, before)
+        tpl.state = self.pattern_key(tpl.mask, before) if tpl.dynamic else self.key(tpl.mask, before)
         self.templates.append(tpl)
 
     # -- learning ------------------------------------------------------------------------------
-    def _template(self, dispatcher, raw: bytes, text: str, lineno: int, items: list) -> Template | None:
+    def _template(self, dispatcher, raw: bytes, text: str, lineno: int, items: list, before: tuple,
+                  after: tuple) -> Template | None:
         if raw.endswith(b"\r"):
             raw = raw[:-1]
         if text.encode("utf-8") != raw:
@@ -316,36 +379,70 @@ class Shapes:
         variants = [self._variant(text, tokens) for _ in range(2)]
         if any(v is None for v in variants):
             return None
-        got = []
-        twin = copy.deepcopy(dispatcher)  # (its state is the same after each variant: checked)
-        state = fingerprint(twin.parsers)
-        for v in variants:
+        # What the parsers make of each variant from the state before the line, and of the line
+        # itself from that state with its numbers changed (when the line moves the state or an
+        # item reads it, both must follow from the line and the state before it).
+        twin = copy.deepcopy(dispatcher)
+        keeping = [p for p in twin.parsers if not (p.pure or p.stateless)]
+        flat0 = leaves(before)
+        other = [(x + 1 + self._rng.randrange(1000)) * (1 if x >= 0 else -1) if type(x) is int
+                 else x * (1.5 + self._rng.random()) if type(x) is float else x for x in flat0]
+        runs = [(v, before) for v in variants]
+        if other != flat0:
+            runs.append((text, unflatten(before, other)))
+        got, ends = [], []
+        for v, start in runs:
             try:
+                restore(keeping, start)
                 out = twin.feed(v, lineno)
+            except NotImplementedError:  # a parser whose state cannot be set
+                return None
             except Exception:  # noqa: BLE001 - a parser failing on a variant: no template
                 return None
-            if twin.pending or fingerprint(twin.parsers) != state:
+            if twin.pending:
                 return None
             got.append(out)
-        if any(len(out) != len(items) for out in got):
+            ends.append(fingerprint(twin.parsers))
+        n_leaves = len(flat0)
+        if (any(len(out) != len(items) for out in got) or len(leaves(after)) != n_leaves
+                or any(len(leaves(e)) != n_leaves for e in ends)):
             return None
-        for v in variants:
+        for v, _ in runs:
             values.append([float(v[m.start():m.end()]) for m in tokens])
-        texts = [text] + variants
+        texts = [text] + [v for v, _ in runs]
+        states = [flat0] + [leaves(start) for _, start in runs]
         used: dict[int, int] = {}  # token index -> column
         specs = []
         for group in zip(items, *got):
-            spec = _item_spec(group, texts, values, used)
+            spec = _item_spec(group, texts, values, used, states)
             if spec is None:
                 return None
             specs.append(spec)
+        # the state after the line: each value kept, or set from the line (or a constant)
+        sets = []
+        for j, vals in enumerate(zip(leaves(after), *(leaves(e) for e in ends))):
+            if all(_same(v, st[j]) for v, st in zip(vals, states)):
+                continue  # kept
+            how = _source(vals, texts, values, used)
+            if how is None or how[0] == "slice":
+                return None
+            sets.append((j, how))
+        dynamic = bool(sets) or any(how[0] == "state" for _, attrs, extra in specs
+                                    for how in (*attrs.values(), *extra.values()))
+        if not dynamic and after != before:
+            return None
         if not items:
-            return Template(shape(raw), 0, "empty")
+            if not dynamic:
+                return Template(shape(raw), 0, "empty")
+            order = sorted(used, key=used.get)
+            offsets = [(len(text[:tokens[k].start()].encode("utf-8")), len(tokens[k].group().encode("utf-8")))
+                       for k in order]
+            return Template(shape(raw), 0, "items", tokens=tuple(offsets), dynamic=True, sets=tuple(sets))
         order = sorted(used, key=used.get)
         offsets = [(len(text[:tokens[k].start()].encode("utf-8")), len(tokens[k].group().encode("utf-8")))
                    for k in order]
         kind = "items"
-        if len(items) == 1 and isinstance(items[0], Record):
+        if len(items) == 1 and isinstance(items[0], Record) and not dynamic:
             attrs = specs[0][1]
             if (items[0].kind == "train" and attrs["kind"][0] == attrs["framework"][0] == "const"
                     and all(how[0] in ("const", "tok") for how in attrs.values())):
@@ -357,7 +454,8 @@ class Shapes:
         return Template(shape(raw), 0, kind, tokens=tuple(offsets), items=tuple(specs),
                         framework=rec.framework if isinstance(rec, Record) else "",
                         cumulative=bool(rec.skipped_cumulative) if isinstance(rec, Record) else False,
-                        slices=any(how[0] == "slice" for _, attrs, _ in specs for how in attrs.values()))
+                        slices=any(how[0] == "slice" for _, attrs, _ in specs for how in attrs.values()),
+                        dynamic=dynamic, sets=tuple(sets))
 
     def _variant(self, text: str, tokens: list) -> str | None:
         """`text` with every non-zero digit run of its tokens rewritten at random (same length,
@@ -390,9 +488,11 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def _source(vals: tuple, texts: list[str], values: list[list[float]], used: dict[int, int]):
-    """How a field's value (in the line and its two variants) follows from the line: ("const",
-    v), ("tok", column, is_int) or ("slice", start, end); None when it does not."""
+def _source(vals: tuple, texts: list[str], values: list[list[float]], used: dict[int, int],
+            states: list[list] | None = None):
+    """How a field's value (in the line and its variants) follows from the line or the state
+    before it: ("const", v), ("tok", column, is_int), ("slice", start, end) or ("state", index);
+    None when it does not."""
     a = vals[0]
     if all(_same(a, v) for v in vals[1:]):
         return ("const", a)
@@ -400,8 +500,12 @@ def _source(vals: tuple, texts: list[str], values: list[list[float]], used: dict
         return None
     if isinstance(a, (int, float)):
         hits = [k for k in range(len(values[0])) if all(values[i][k] == float(vals[i]) for i in range(len(vals)))]
-        if len(hits) != 1:
+        from_state = [j for j in range(len(states[0]))
+                      if all(_numeric(st[j]) and st[j] == v for st, v in zip(states, vals))] if states else []
+        if len(hits) + len(from_state) != 1:
             return None
+        if from_state:
+            return ("state", from_state[0])
         col = used.setdefault(hits[0], len(used))
         return ("tok", col, isinstance(a, int))
     if isinstance(a, str):
@@ -411,14 +515,15 @@ def _source(vals: tuple, texts: list[str], values: list[list[float]], used: dict
     return None
 
 
-def _item_spec(group: tuple, texts: list[str], values: list[list[float]], used: dict[int, int]):
+def _item_spec(group: tuple, texts: list[str], values: list[list[float]], used: dict[int, int],
+               states: list[list] | None = None):
     first = group[0]
     if any(type(it) is not type(first) for it in group):
         return None
     names = _RECORD if isinstance(first, Record) else _EVENT
     attrs = {}
     for name in names:
-        how = _source(tuple(getattr(it, name) for it in group), texts, values, used)
+        how = _source(tuple(getattr(it, name) for it in group), texts, values, used, states)
         if how is None:
             return None
         attrs[name] = how
@@ -428,22 +533,22 @@ def _item_spec(group: tuple, texts: list[str], values: list[list[float]], used: 
         if any(list(it.extra) != keys for it in group):
             return None
         for key in keys:
-            how = _source(tuple(it.extra[key] for it in group), texts, values, used)
+            how = _source(tuple(it.extra[key] for it in group), texts, values, used, states)
             if how is None or how[0] == "slice":
                 return None
             extra[key] = how
     return (type(first), attrs, extra)
 
 
-def make_items(tpl: Template, line: int, row: np.ndarray, text: str | None) -> list:
+def make_items(tpl: Template, line: int, row: np.ndarray, text: str | None, state: list | None = None) -> list:
     """The items of one line of a learnt shape (`row`: its tokens as read; `text`: the line, for
-    fields that are slices of it)."""
+    fields that are slices of it; `state`: the parsers' state before it, flat, for a dynamic one)."""
     makers = tpl.makers
     if makers is None:
         makers = tpl.makers = [_maker(spec) for spec in tpl.items]
     vals = row.tolist()
     out = []
-    for cls, const, toks, cuts, extra_const, extra_toks in makers:
+    for cls, const, toks, cuts, reads, extra_const, extra_toks, extra_reads in makers:
         kw = dict(const)
         kw["line"] = line
         for name, col, whole in toks:
@@ -451,14 +556,40 @@ def make_items(tpl: Template, line: int, row: np.ndarray, text: str | None) -> l
             kw[name] = int(v) if whole else v
         for name, a, b in cuts:
             kw[name] = text[a:b]
-        if extra_const or extra_toks:
+        for name, j in reads:
+            kw[name] = state[j]
+        if extra_const or extra_toks or extra_reads:
             extra = dict(extra_const)
             for name, col, whole in extra_toks:
                 v = vals[col]
                 extra[name] = int(v) if whole else v
+            for name, j in extra_reads:
+                extra[name] = state[j]
             kw["extra"] = extra
         out.append(cls(**kw))
     return out
+
+
+def next_state(tpl: Template, row: np.ndarray, state: list) -> list:
+    """The parsers' state (flat) after a line of dynamic shape `tpl` (`state`: before it)."""
+    new = list(state)
+    vals = row.tolist()
+    for j, how in tpl.sets:
+        if how[0] == "const":
+            new[j] = how[1]
+        elif how[0] == "tok":
+            v = vals[how[1]]
+            new[j] = int(v) if how[2] else v
+        else:
+            new[j] = state[how[1]]
+    return new
+
+
+def restore(parsers: list, fp: tuple) -> None:
+    """Put `parsers` (those that keep state, in fingerprint order) in the state `fp`."""
+    for p, v in zip(parsers, fp):
+        if p.state() != v:
+            p.set_state(v)
 
 
 def _maker(spec: tuple) -> tuple:
@@ -468,8 +599,10 @@ def _maker(spec: tuple) -> tuple:
     return (cls, {k: how[1] for k, how in attrs.items() if how[0] == "const"},
             [(k, how[1], how[2]) for k, how in attrs.items() if how[0] == "tok"],
             [(k, how[1], how[2]) for k, how in attrs.items() if how[0] == "slice"],
+            [(k, how[1]) for k, how in attrs.items() if how[0] == "state"],
             {k: how[1] for k, how in extra.items() if how[0] == "const"},
-            [(k, how[1], how[2]) for k, how in extra.items() if how[0] == "tok"])
+            [(k, how[1], how[2]) for k, how in extra.items() if how[0] == "tok"],
+            [(k, how[1]) for k, how in extra.items() if how[0] == "state"])
 
 
 def rows_of(table: Table, framework: str, lines: np.ndarray, tids: np.ndarray, vals: np.ndarray,

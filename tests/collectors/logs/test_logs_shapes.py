@@ -144,6 +144,13 @@ def _learn(lines: list[str], parsers=None) -> tuple[Shapes, list[list]]:
     return sh, outs
 
 
+def _row(tpl: Template, line: str) -> np.ndarray:
+    """The token values of `line` (of the shape of `tpl`) as scan.c reads them."""
+    raw = line.encode()
+    assert shape(raw) == tpl.shape
+    return np.array([float(raw[at:at + n]) for at, n in tpl.tokens] or [np.nan])
+
+
 def test_what_is_learnt() -> None:
     lines = ["[rank0]:[titan] 2025-01-01 10:00:01,123 - root - INFO - step: 12  loss:  2.3456  grad_norm:  1.2345  "
              "memory: 11.11GiB(11.11%)  tps: 1,234  mfu: 1.2%",
@@ -156,14 +163,23 @@ def test_what_is_learnt() -> None:
     sh, outs = _learn(lines)
     kinds = [t.kind for t in sh.templates]
     assert kinds[0] == "rows" and sh.templates[0].framework == "torchtitan"
-    assert kinds[1] == "lines"
-    assert kinds[2] == "items"  # an event
+    # the progress bar moves the HF parser's counter: a dynamic shape that sets it from the line
+    tqdm = sh.templates[1]
+    assert tqdm.dynamic and kinds[1] == "items" and not tqdm.items and len(tqdm.sets) == 2
+    keeping = [p for p in Dispatcher(builtin_parsers()).parsers if not (p.pure or p.stateless)]
+    hf = [type(p).__name__ for p in keeping].index("HfDictParser")
+    state = shapes.leaves(tuple((7, 9) if j == hf else None for j in range(len(keeping))))
+    after = shapes.next_state(tqdm, _row(tqdm, "  6%|▌         | 60/1200 [00:10<03:10,  5.00it/s]"), state)
+    assert after[hf:hf + 2] == [60, 1200] and all(type(v) is int for v in after[hf:hf + 2])
+    assert kinds[2] == "items" and not sh.templates[2].dynamic  # an event
     assert kinds[4] == "empty"
-    # the HF dict line: a record without a step, dated by the counter: in columns once dated
-    assert kinds[5] == "hinted"
-    rec = shapes.make_items(sh.templates[5], 99, np.array([2.5, 0.25, 3e-5, 0.5]), None)[0]
-    assert isinstance(rec, Record) and rec.line == 99 and rec.step_hint == 50
-    assert (rec.loss, rec.grad_norm, rec.lr, rec.extra["epoch"]) == (2.5, 0.25, 3e-5, 0.5)
+    # the HF dict line: a record without a step, dated by the counter the line before set
+    dated = sh.templates[5]
+    assert dated.dynamic and kinds[5] == "items"
+    row = _row(dated, "{'loss': 2.5432, 'grad_norm': 0.2, 'learning_rate': 3.5e-05, 'epoch': 0.51}")
+    rec = shapes.make_items(dated, 99, row, None, after)[0]
+    assert isinstance(rec, Record) and rec.line == 99 and rec.step_hint == 60 and rec.extra["total_steps"] == 1200
+    assert (rec.loss, rec.grad_norm, rec.lr, rec.extra["epoch"]) == (2.5432, 0.2, 3.5e-05, 0.51)
     # nanotron's 4.71K is 4710, not a token's value: that line is read per line if the record holds it
     nano = sh.templates[3]
     assert nano.kind in ("lines", "rows")

@@ -29,6 +29,11 @@ class LineParser:
         stateless parser has none, any other all its attributes."""
         return None if self.pure or self.stateless else repr(vars(self))
 
+    def set_state(self, value: object) -> None:
+        """Put the parser in the state `state()` returned (what the block reader does for a line
+        whose effect on the state it learnt; see shapes.py). Parsers that cannot say no."""
+        raise NotImplementedError
+
     @property
     def triggers(self) -> tuple[str, ...] | None:
         """Literals at least one of which a line must contain for `feed` to yield anything or

@@ -48,6 +48,9 @@ class HfDictParser(LineParser):
     def state(self) -> object:
         return self._counter, self._total  # the progress counter dates the dict lines that follow
 
+    def set_state(self, value: object) -> None:
+        self._counter, self._total = value
+
     def feed(self, text: str, lineno: int) -> list[Item] | None:
         out: list[Item] = []
         brace = text.find("{'")
