@@ -40,8 +40,8 @@ from precdx.collectors.logs.formats.base import LineParser
 from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, HEADER, MegatronParser
 from precdx.collectors.logs.model import Record, Rows, parse_num
 from precdx.collectors.logs import native
-from precdx.collectors.logs.shapes import (Shapes, fingerprint, leaves, make_items, next_state, restore,
-                                           rows_of, shape_safe, unflatten)
+from precdx.collectors.logs.shapes import (Shapes, fingerprint, leaves, make_items, next_state,
+                                           pattern, restore, rows_of, shape_safe, unflatten)
 from precdx.collectors.logs.reader import MAX_LINE, Dispatcher, ReadStats, iter_log, open_log
 
 pa = pc = None  # pyarrow and pyarrow.compute, imported by _arrow() for the first log that needs them
@@ -64,6 +64,7 @@ BLOCK = 1 << 22            # bytes read at a time (the per-line reader's block: 
 PER_LINE_BELOW = 1 << 20   # smaller files are read by the per-line reader (no pyarrow to load)
 COLUMNS_FROM = 8 << 20     # files this big or bigger have their Megatron lines read in columns
 RAMP = 1 << 16             # the first block's size while line shapes are learnt
+FEW = 16                   # dynamic lines of a run applied one at a time below this many
 MAX_LAYOUTS = 64           # line layouts remembered per file
 MAX_TRIES = 32             # lines a block tries to learn a layout from (the rest go per line)
 THREADS: int | None = None  # scan threads (None: from the CPU count, see _threads)
@@ -383,9 +384,8 @@ class _Reader:
         tl = scan.tl.tolist() if scan.tl is not None else []
         if tl:
             tkey, tmask = scan.table.state[scan.tt], scan.table.maskid[scan.tt]
-            tdyn = scan.table.dynamic[scan.tt]
-            tkey_l, tmask_l, tdyn_l = tkey.tolist(), tmask.tolist(), tdyn.tolist()
-            dyn_at = np.flatnonzero(tdyn).tolist()  # (those lines, in order)
+            tkey_l, tmask_l = tkey.tolist(), tmask.tolist()
+            dyn_at = np.flatnonzero(scan.table.dynamic[scan.tt]).tolist()  # lines of dynamic shapes
 
         def per_line(i: int, h: int = 0) -> None:
             raw = body[int(starts[i]):int(nl[i])]
@@ -405,6 +405,7 @@ class _Reader:
                 if learn:
                     shapes.learn(disp, bytes(raw), text, first + i, got, before, self.state, h)
 
+        columns: dict[str, list[Rows]] = {}  # records in columns, per framework
         pos = tpos = 0
         i = -1
         while True:
@@ -417,34 +418,42 @@ class _Reader:
             while pos < len(res) and res[pos] <= i:
                 pos += 1
             r = res[pos] if pos < len(res) else n
-            if tl:  # a line of a learnt shape before r whose state is not the current one: per line
+            if tl:  # lines of learnt shapes before r: read from their shapes while the state allows
                 while tpos < len(tl) and tl[tpos] <= i:
                     tpos += 1
                 hi = bisect.bisect_left(tl, r, tpos)
                 fp, bad = self.state, -1
-                d = bisect.bisect_left(dyn_at, tpos) if dyn_at else 0
-                upto = min(hi, dyn_at[d]) if d < len(dyn_at) else hi  # the static lines before the next dynamic one
-                if upto - tpos > 16:
-                    masks = tmask[tpos:upto]
+                if hi - tpos > 16:
+                    masks = tmask[tpos:hi]
                     now = np.zeros(int(masks.max()) + 1, dtype=np.int64)
                     for m in np.unique(masks).tolist():
-                        now[m] = shapes.key_now(m, fp)
-                    off = np.flatnonzero(tkey[tpos:upto] != now[masks])
+                        now[m] = shapes.pattern_now(m, fp)
+                    off = np.flatnonzero(tkey[tpos:hi] != now[masks])
                     bad = tpos + int(off[0]) if off.size else -1
                 else:
-                    key_now = shapes.key_now
-                    for k in range(tpos, upto):
-                        if tkey_l[k] != key_now(tmask_l[k], fp):
+                    pattern_now = shapes.pattern_now
+                    for k in range(tpos, hi):
+                        if tkey_l[k] != pattern_now(tmask_l[k], fp):
                             bad = k
                             break
-                if bad < 0 and upto < hi:
-                    bad = upto
-                if bad >= 0:  # a line of a dynamic shape, or of one learnt in another state
+                valid = hi if bad < 0 else bad  # lines tl[tpos:valid] hold under the state's pattern
+                d = bisect.bisect_left(dyn_at, tpos) if dyn_at else 0
+                if d < len(dyn_at) and dyn_at[d] < valid:  # dynamic ones among them: applied in bulk
+                    stop = self._batch(scan, tpos, valid, first, items, columns, fed)
+                    if stop < valid:
+                        if stop == tpos:  # its first line could not be applied with the others: alone
+                            i = tl[stop]
+                            if self._dynamic(scan, stop, first, items):
+                                fed.append(i)
+                                self.stats.columnar += 1
+                            else:
+                                per_line(i)
+                        else:  # the state's pattern moved: look at the lines from `stop` again
+                            i = tl[stop - 1]
+                        continue
+                if bad >= 0:  # a line of a shape learnt under another pattern of the state: per line
                     i = tl[bad]
-                    if not (tdyn_l[bad] and self._dynamic(scan, bad, first, items)):
-                        per_line(i)
-                    else:
-                        fed.append(i)
+                    per_line(i)
                     continue
                 tpos = hi
             if r >= n:
@@ -453,7 +462,6 @@ class _Reader:
             per_line(i, rhash[pos])
         self.lineno += n
         fed_at = np.array(fed, dtype=np.int64)
-        columns: dict[str, list[Rows]] = {}
         rows = scan.rows
         if rows is not None and len(rows):
             if fed:
@@ -468,6 +476,7 @@ class _Reader:
             self.stats.frameworks[fw] = self.stats.frameworks.get(fw, 0) + len(rows)
             self.stats.columnar += len(rows)
             self.builder.queue(rows)
+        items.sort(key=lambda x: x[0])  # (lines read in bulk add theirs out of order; stable)
         add, count = self.builder.add, self._count
         for at, item in items:
             count(item)
@@ -479,6 +488,109 @@ class _Reader:
                 for i, h in zip(lines.tolist(), hashes.tolist()):
                     shapes.quiet(body[int(starts[i]):int(nl[i])], h)
             shapes.publish()
+
+    def _batch(self, scan: _Scan, k0: int, k1: int, first: int, items: list, columns: dict, fed: list) -> int:
+        """Lines tl[k0:k1] of learnt shapes, all holding under the pattern of the current state,
+        some dynamic: the state after each transition (a line that sets state values from its
+        numbers) is carried forward in bulk, the dynamic lines' items made from it (records in
+        columns once their framework numbers step-less records), and the parsers left in the
+        state after the last one. Stops before the first transition that would change the
+        state's pattern (a counter appearing, a number turning zero), returned (else k1); the
+        dynamic lines before it are done (added to `fed`), the others left to `_shaped`."""
+        table = scan.table
+        tt = scan.tt[k0:k1]
+        dyn = np.flatnonzero(table.dynamic[tt])
+        if dyn.size <= FEW:  # a few: one at a time (the bulk set-up costs more)
+            for d in dyn.tolist():
+                k = k0 + d
+                was = pattern(self.state)
+                if not self._dynamic(scan, k, first, items):
+                    return k
+                fed.append(int(scan.tl[k]))
+                self.stats.columnar += 1
+                if pattern(self.state) != was:
+                    return k + 1  # the state's pattern moved: the lines after it are looked at again
+            return k1
+        tv = scan.tv[k0:k1]
+        m = k1 - k0
+        fp = self.state
+        flat0 = leaves(fp)
+        trans = dyn[table.transition[tt[dyn]]]
+        stop = m
+        # What each transition sets: per state value j, the lines setting it and the values.
+        setters: dict[int, list] = {}
+        for t in np.unique(tt[trans]).tolist():
+            at = trans[tt[trans] == t]
+            for j, how in table.templates[t].sets:
+                if how[0] == "tok":
+                    v, whole = tv[at, how[1]], how[2]
+                elif how[0] == "const" and _number(how[1]):
+                    v, whole = np.full(at.size, float(how[1])), type(how[1]) is int
+                else:  # (a value set to None, or copied from another: one line at a time)
+                    stop = min(stop, int(at[0]))
+                    continue
+                setters.setdefault(j, []).append((at, v, whole))
+        for j, parts in list(setters.items()):
+            at = np.concatenate([a for a, _, _ in parts])
+            order = np.argsort(at, kind="stable")
+            at, v = at[order], np.concatenate([x for _, x, _ in parts])[order]
+            whole = all(w for _, _, w in parts)
+            cur = flat0[j]
+            if _number(cur):  # the pattern holds while the sign and zero-ness do
+                moved = np.flatnonzero(np.sign(v) != np.sign(cur))
+            else:
+                moved = np.arange(at.size)
+            if moved.size:
+                stop = min(stop, int(at[moved[0]]))
+            setters[j] = (at, v, whole)
+        if stop == 0:
+            return k0
+        dyn = dyn[dyn < stop]
+
+        def state_at(q: np.ndarray, j: int) -> np.ndarray:
+            """State value j before lines q (relative), as float (NaN: None)."""
+            got = setters.get(j)
+            cur = flat0[j]
+            base = float(cur) if _number(cur) else np.nan
+            if got is None:
+                return np.full(q.size, base)
+            at, v, _ = got
+            k = np.searchsorted(at, q, side="left") - 1
+            return np.where(k >= 0, v[np.maximum(k, 0)], base)
+
+        with_items = dyn[table.has_items[tt[dyn]]]
+        for t in np.unique(tt[with_items]).tolist():
+            q = with_items[tt[with_items] == t]
+            tpl = table.templates[t]
+            lines = scan.tl[k0 + q]
+            made = _dynamic_rows(tpl, first + lines, tv[q], state_at, q, self.builder) if q.size >= FEW else None
+            if made is not None:
+                columns.setdefault(tpl.framework, []).append(made)
+                continue
+            reads = sorted({how[1] for _, attrs, extra in tpl.items for how in (*attrs.values(), *extra.values())
+                            if how[0] == "state"})
+            cols = {j: state_at(q, j) for j in reads}
+            for r, i in enumerate(lines.tolist()):
+                flat = list(flat0)
+                for j in reads:
+                    v = cols[j][r]
+                    flat[j] = None if v != v else int(v) if type(flat0[j]) is int or flat0[j] is None else float(v)
+                text = None
+                if tpl.slices:
+                    text = scan.body[int(scan.starts[i]):int(scan.nl[i])].decode("utf-8", errors="replace")
+                for item in make_items(tpl, first + i, tv[q[r]], text, flat):
+                    items.append((first + i, item))
+        if setters:
+            last = list(flat0)
+            for j, (at, v, whole) in setters.items():
+                k = int(np.searchsorted(at, stop, side="left")) - 1
+                if k >= 0:
+                    last[j] = int(v[k]) if whole else float(v[k])
+            restore(self.stateful, unflatten(fp, last))
+            self.state = fingerprint(self.disp.parsers)
+        fed.extend(scan.tl[k0 + dyn].tolist())
+        self.stats.columnar += int(dyn.size)
+        return k0 + stop
 
     def _dynamic(self, scan: _Scan, k: int, first: int, items: list) -> bool:
         """Line `scan.tl[k]`, of a dynamic shape (it moves the parsers' state or its items read it):
@@ -575,7 +687,6 @@ class _Reader:
                     text = body[int(starts[i]):int(nl[i])].decode("utf-8", errors="replace")
                 for item in make_items(tpl, first + i, tv[k], text):
                     items.append((first + i, item))
-            items.sort(key=lambda x: x[0])
 
     def _with_triggers(self, body: bytes, starts: np.ndarray, nl: np.ndarray, others: np.ndarray) -> np.ndarray:
         """The lines among `others` (indices, in order) holding a literal some parser needs."""
@@ -846,6 +957,50 @@ class _Reader:
                 start = int(pm[r, k] + lay.key_len[k])
                 self._reread(body[start:int(pm[r, k + 1])], r, k, vals, has, keep)
         return vals, has, counters[:, 0].astype(np.int64), counters[:, 1].astype(np.int64), keep
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _dynamic_rows(tpl, lines: np.ndarray, tv: np.ndarray, state_at, q: np.ndarray, builder) -> Rows | None:
+    """The records of lines of a dynamic shape in columns, when each is one train record that
+    prints no step (dated by the state, an HF dict after its progress counter) and the builder
+    numbers such records of its framework as they come; else None (made as objects)."""
+    if len(tpl.items) != 1:
+        return None
+    cls, attrs, extra = tpl.items[0]
+    if (cls is not Record or attrs["kind"] != ("const", "train") or attrs["step"] != ("const", None)
+            or attrs["loss_missing"][0] != "const" or attrs["skipped_cumulative"][0] != "const"
+            or not builder.dated(tpl.framework) or any(how[0] == "slice" for how in attrs.values())):
+        return None
+    n = lines.size
+
+    def col(how) -> np.ndarray | None:
+        if how[0] == "tok":
+            return tv[:, how[1]].astype(np.float64)
+        if how[0] == "state":
+            return state_at(q, how[1])
+        if how[1] is None:
+            return np.full(n, np.nan)
+        return np.full(n, float(how[1])) if _number(how[1]) else None
+
+    got = {name: col(attrs[name]) for name in ("step_hint", "loss", "grad_norm", "lr", "loss_scale", "skipped",
+                                               "nan_iters")}
+    ex = {k: col(how) for k, how in extra.items()}
+    if any(v is None for v in (*got.values(), *ex.values())):
+        return None
+    has_loss = np.full(n, attrs["loss"] != ("const", None))
+    has_gn = np.full(n, attrs["grad_norm"] != ("const", None))
+    if attrs["loss"][0] == "state" or attrs["grad_norm"][0] == "state":
+        has_loss = has_loss & ~np.isnan(got["loss"]) if attrs["loss"][0] == "state" else has_loss
+        has_gn = has_gn & ~np.isnan(got["grad_norm"]) if attrs["grad_norm"][0] == "state" else has_gn
+    with np.errstate(invalid="ignore"):
+        skipped = np.trunc(got["skipped"])
+        nan_iters = np.trunc(got["nan_iters"])
+    return Rows(tpl.framework, lines.astype(np.int64), got["step_hint"], got["loss"], has_loss,
+                np.full(n, bool(attrs["loss_missing"][1])), got["grad_norm"], has_gn, got["lr"], got["loss_scale"],
+                skipped, nan_iters, bool(attrs["skipped_cumulative"][1]), ex, np.ones(n, dtype=bool))
 
 
 def _concat(parts: list[Rows]) -> Rows:

@@ -103,11 +103,11 @@ def _numeric(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _pattern(x):
+def pattern(x):
     """What a shape read from the state (see Template.dynamic) needs of a state value: a number
     only by its sign and whether it is zero; anything else as it is."""
     if isinstance(x, tuple):
-        return tuple(_pattern(v) for v in x)
+        return tuple(pattern(v) for v in x)
     if _numeric(x):
         return "-" if x < 0 else "0" if x == 0 else "+"
     return x
@@ -131,7 +131,7 @@ class Template:
     slices: bool = False                 # some field is a slice of the line's text
     # A line that moves the parsers' state (a progress counter) or whose items read it (a record
     # dated by that counter): its effect holds for any state of the same pattern (numbers by
-    # sign and zero, `_pattern`), and lines of it are applied one at a time, in order. `sets`:
+    # sign and zero, `pattern`), and lines of it are applied one at a time, in order. `sets`:
     # (state value index, source) for each value it changes; a field's source may be
     # ("state", index): that value of the state before the line.
     dynamic: bool = False
@@ -176,6 +176,8 @@ class Table:
         self.hinted = np.array([t.kind == "hinted" for t in templates] or [False], dtype=bool)
         self.objects = np.array([t.kind in ("items", "hinted") for t in templates] or [False], dtype=bool)
         self.dynamic = np.array([t.dynamic for t in templates] or [False], dtype=bool)
+        self.transition = np.array([bool(t.sets) for t in templates] or [False], dtype=bool)
+        self.has_items = np.array([bool(t.items) for t in templates] or [False], dtype=bool)
         # Rows columns per shape: the token read (-1: none) and the constant otherwise.
         self.src: dict[str, np.ndarray] = {}
         self.const: dict[str, np.ndarray] = {}
@@ -232,20 +234,17 @@ class Shapes:
         self._mask_ids: dict[tuple[int, ...], int] = {}
         self._keys: dict[Any, int] = {}  # (mask, its parsers' states) -> key
         self._next = 0
-        self._fp: tuple | None = None      # the fingerprint `_now` holds the keys of
-        self._now: dict[int, int] = {}     # mask -> key, under _fp
-        self._pfp: tuple | None = None     # (the same for pattern keys)
-        self._pnow: dict[int, int] = {}
-
-    def key(self, mask: int, fp: tuple) -> int:
-        """The key of the state `fp` (a fingerprint) of the parsers of mask `mask`."""
-        return self._intern((mask, tuple(fp[j] for j in self.masks[mask])))
+        self._pfp: tuple | None = None     # the fingerprint `_pnow` holds the pattern keys of
+        self._pnow: dict[int, int] = {}    # mask -> pattern key, under _pfp
 
     def pattern_key(self, mask: int, fp: tuple) -> int:
-        """The key of the pattern of state `fp` for the parsers of mask `mask` (dynamic shapes)."""
-        return self._intern(("pattern", mask, tuple(_pattern(fp[j]) for j in self.masks[mask])))
+        """The key of the pattern of state `fp` (numbers by sign and zero, `pattern`) for the
+        parsers of mask `mask`: a learnt shape holds while the key of its mask is the one it was
+        learnt under (what it makes of a line was checked under a state with other numbers too)."""
+        return self._intern(("pattern", mask, tuple(pattern(fp[j]) for j in self.masks[mask])))
 
     def pattern_now(self, mask: int, fp: tuple) -> int:
+        """`pattern_key`, cached for the last fingerprint asked for."""
         if fp is not self._pfp:
             self._pfp, self._pnow = fp, {}
         got = self._pnow.get(mask)
@@ -260,16 +259,6 @@ class Shapes:
                 self._keys.clear()
             got = self._keys[k] = self._next
             self._next += 1
-        return got
-
-    def key_now(self, mask: int, fp: tuple) -> int:
-        """The key of mask `mask` under the state `fp`: a learnt shape is read from its template
-        while the key of its mask is the one it was learnt under."""
-        if fp is not self._fp:
-            self._fp, self._now = fp, {}
-        got = self._now.get(mask)
-        if got is None:
-            got = self._now[mask] = self.key(mask, fp)
         return got
 
     def _mask(self, text: str) -> int:
@@ -348,7 +337,7 @@ class Shapes:
             tpl = Template(shape(raw), h, "lines")
         tpl.hash = h
         tpl.mask = self._mask(text)
-        tpl.state = self.pattern_key(tpl.mask, before) if tpl.dynamic else self.key(tpl.mask, before)
+        tpl.state = self.pattern_key(tpl.mask, before)
         self.templates.append(tpl)
 
     # -- learning ------------------------------------------------------------------------------
