@@ -6,6 +6,7 @@ refusing a public address without a token, the token from a file (not in `ps`), 
 cut off, and a timed-out diagnosis giving its slot back. Every test starts real servers (slow)."""
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -354,27 +355,22 @@ def test_stalled_and_dripping_uploads_are_cut_with_408(tmp_path):
 
 
 # ---------------------------------------------------------------- the worker slot
-def _word(i: int) -> str:
-    out = ""
-    while True:
-        out += "abcdefghijklmnopqrstuvwxyz"[i % 26]
-        i //= 26
-        if not i:
-            return out
-
-
-def _slow_case(lines: int) -> bytes:
-    """A case whose two training logs take several seconds to read however fast the reader gets
-    on regular lines: each line has a word of its own, so no two share a shape and every one goes
-    through the per-line parsers (about 20 us a line)."""
-    row = "step: {i}  loss: {l:.4f}  memory:  1.11GiB(1.11%)  tps: 1,000  mfu: 1.00%  run={w}\n"
-    log = "".join(row.format(i=i, l=10 / (1 + i / 1000), w=_word(i)) for i in range(1, lines + 1)).encode()
+def _slow_case(lines: int, files: int = 2) -> bytes:
+    """A case whose training logs take several seconds to read: `files` gzipped copies of a long
+    Megatron log a side (decompressed and read in compiled code, which lets the server's other
+    threads run; gzipped, so that the archive stays far below its unpacked-size limit)."""
+    row = (" iteration {i:>8}/ 1000000 | consumed samples: {s} | elapsed time per iteration (ms): 1000.0 | "
+           "learning rate: 1.000E-04 | global batch size:   256 | lm loss: {l:.6E} | loss scale: 1.0 | "
+           "grad norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |\n")
+    log = "".join(row.format(i=i, s=i * 256, l=10 / (1 + i / 1000)) for i in range(1, lines + 1)).encode()
+    packed = gzip.compress(log, compresslevel=1)
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tf:
+    with tarfile.open(fileobj=buf, mode="w") as tf:
         for side in ("baseline", "target"):
-            info = tarfile.TarInfo(f"{side}/train.log")
-            info.size = len(log)
-            tf.addfile(info, io.BytesIO(log))
+            for k in range(files):
+                info = tarfile.TarInfo(f"{side}/train-{k}.log.gz")
+                info.size = len(packed)
+                tf.addfile(info, io.BytesIO(packed))
     return buf.getvalue()
 
 
@@ -382,9 +378,9 @@ def test_a_timed_out_diagnosis_gives_its_slot_back(tmp_path):
     env = {"PRECDX_MAX_JOBS": "1", "PRECDX_REQUEST_TIMEOUT": "2"}
     server = Server(f"sqlite:///{tmp_path / 's.db'}", workers=1, env=env)
     try:
-        case = _slow_case(150_000)
+        case = _slow_case(400_000)
         started = time.monotonic()
-        r = httpx.post(server.url + "/v1/diagnose", content=case, headers={"content-type": "application/gzip"},
+        r = httpx.post(server.url + "/v1/diagnose", content=case, headers={"content-type": "application/x-tar"},
                        timeout=60)
         took = time.monotonic() - started
         assert r.status_code == 408 and r.json()["error"] == "timeout", r.text
