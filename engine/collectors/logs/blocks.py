@@ -205,7 +205,9 @@ class _Reader:
         # (and no line shapes are learnt)
         self.kern = native.kernels() if plan.megatron is not None or plan.shapes else None
         self.shapes = Shapes(self.disp) if plan.shapes and self.kern is not None else None
-        self.state = fingerprint(self.disp.parsers)  # the parsers' state (while shapes are learnt)
+        # the parsers' state while shapes are learnt (None while a multi-line record is pending:
+        # only looked at between records)
+        self.state: tuple | None = fingerprint(self.disp.parsers)
         self.stateful = [p for p in self.disp.parsers if not (p.pure or p.stateless)]  # (its parsers)
 
     # -- the per-line reader's cuts ------------------------------------------------------------
@@ -295,7 +297,7 @@ class _Reader:
                 count(item)
                 add(item, at=self.lineno)
         if self.shapes is not None:
-            self.state = fingerprint(self.disp.parsers)
+            self.state = None if self.disp.pending else fingerprint(self.disp.parsers)
 
     # -- one block of whole lines ----------------------------------------------------------------
     def _scan(self, body: bytes) -> "_Scan | list[str]":
@@ -398,12 +400,17 @@ class _Reader:
             for item in got:
                 items.append((first + i, item))
             if shapes is not None:
+                # The state is only looked at between records: not worked out while one is pending.
                 before = self.state
-                now = fingerprint(disp.parsers)
-                if now != before:
-                    self.state = now
+                if disp.pending:
+                    self.state = None
+                else:
+                    now = fingerprint(disp.parsers)
+                    if now != before:
+                        self.state = now
                 if learn:
-                    shapes.learn(disp, bytes(raw), text, first + i, got, before, self.state, h)
+                    shapes.learn(disp, bytes(raw), text, first + i, got, before,
+                                 self.state if self.state is not None else fingerprint(disp.parsers), h)
 
         columns: dict[str, list[Rows]] = {}  # records in columns, per framework
         pos = tpos = 0
