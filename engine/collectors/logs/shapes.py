@@ -8,22 +8,29 @@ looks for, every regex match and every token boundary falls at the same place in
 numbers differ, and whether a number is zero does not.
 
 The second time a line of a new shape reaches the parsers (not mid-record), `Shapes.learn`
-looks at what they made of it:
+looks at what they made of it, on two variants of the line whose non-zero digit runs are
+rewritten at random (fed to a copy of the parsers in the state before the line) and, when that
+state holds numbers, on the line itself under a state with other numbers:
 
-- The parsers' state (`LineParser.state`) must be what it was before the line: a line that
-  changes it (a progress counter, the start of a multi-line record) is always read per line.
 - Every item must belong to that line, and each of its fields must be the same whatever the
-  digits (a constant), exactly the number one token of the line reads as (`float(token)`), or a
-  slice of the line's text. This is checked on two variants of the line whose non-zero digit
-  runs are rewritten at random, each fed to a copy of the parsers: what they make of a variant
-  must be what the shape predicts. A shape that fails is remembered as read-per-line.
+  digits (a constant), exactly the number one token of the line reads as (`float(token)`), a
+  slice of the line's text, or a number of the state before the line (an HF dict dated by the
+  progress counter).
+- The state after the line (`LineParser.state`) must be the state before it, with some numbers
+  set from the line's tokens or constants (a progress counter: a *dynamic* shape, applied with
+  `LineParser.set_state`). A line that leaves a record pending (the start of a multi-line
+  record) is always read per line.
+- A shape that fails is remembered as read-per-line; one whose lines hold no trigger at all is
+  remembered as quiet (skipped).
 
 A line of a learnt shape is then read with no parser: scan.c finds its shape and reads its
 tokens (exactly, or the line goes per line), and the items are made from the template while the
-parsers' state is the one it was learnt in. A single train record with a step (most metric
-lines) goes to the builder in columns (`Rows`); other items are made as objects. Only parsers
-that look at digits through the numbers they read take part (`DIGIT_BLIND`); a file read with
-any other parser (a declared format's regex may test digit values) learns no shapes.
+parsers' state has the pattern it was learnt under (`pattern`: numbers by sign and zero, other
+values as they are). A single train record goes to the builder in columns (`Rows`; a step-less
+one once the builder numbers such records); other items are made as objects. Only parsers that
+look at digits through the numbers they read take part (`DIGIT_BLIND`, with literals that
+`shape_safe` accepts); a file read with any other parser (a declared format's regex may test
+digit values) learns no shapes.
 """
 from __future__ import annotations
 
