@@ -5,7 +5,6 @@ field that is no token), and the block reader with shapes gives what the per-lin
 from __future__ import annotations
 
 import math
-import os
 import struct
 from pathlib import Path
 
