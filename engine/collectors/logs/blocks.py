@@ -45,7 +45,7 @@ from precdx.collectors.logs.formats.base import LineParser
 from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, HEADER, MegatronParser
 from precdx.collectors.logs.model import Record, Rows, parse_num
 from precdx.collectors.logs import native
-from precdx.collectors.logs.shapes import (Shapes, fingerprint, leaves, make_items, next_state,
+from precdx.collectors.logs.shapes import (Shapes, fingerprint, leaves, make_items, next_state, numeric,
                                            pattern, restore, rows_of, shape_safe, unflatten)
 from precdx.collectors.logs.reader import MAX_LINE, Dispatcher, ReadStats, iter_log, open_log
 
@@ -396,9 +396,7 @@ class _Reader:
 
         def per_line(i: int, h: int = 0) -> None:
             raw = body[int(starts[i]):int(nl[i])]
-            text = raw.decode("utf-8", errors="replace")
-            if text.endswith("\r"):
-                text = text[:-1]
+            text = _text(raw)
             fed.append(i)
             learn = h and shapes is not None and not disp.pending and shapes.should_learn(h)
             got = feed(text, first + i)
@@ -455,10 +453,7 @@ class _Reader:
                     if stop < valid:
                         if stop == tpos:  # its first line could not be applied with the others: alone
                             i = tl[stop]
-                            if self._dynamic(scan, stop, first, items):
-                                fed.append(i)
-                                self.stats.columnar += 1
-                            else:
+                            if not self._dynamic(scan, stop, first, items, fed):
                                 per_line(i)
                         else:  # the state's pattern moved: look at the lines from `stop` again
                             i = tl[stop - 1]
@@ -484,7 +479,7 @@ class _Reader:
         if tl:
             self._shaped(scan, fed_at, first, columns, items)
         for fw, parts in columns.items():
-            rows = parts[0] if len(parts) == 1 else _concat(parts)
+            rows = parts[0] if len(parts) == 1 else Rows.concat(parts)
             self.stats.frameworks[fw] = self.stats.frameworks.get(fw, 0) + len(rows)
             self.stats.columnar += len(rows)
             self.builder.queue(rows)
@@ -516,10 +511,8 @@ class _Reader:
             for d in dyn.tolist():
                 k = k0 + d
                 was = pattern(self.state)
-                if not self._dynamic(scan, k, first, items):
+                if not self._dynamic(scan, k, first, items, fed):
                     return k
-                fed.append(int(scan.tl[k]))
-                self.stats.columnar += 1
                 if pattern(self.state) != was:
                     return k + 1  # the state's pattern moved: the lines after it are looked at again
             return k1
@@ -536,7 +529,7 @@ class _Reader:
             for j, how in table.templates[t].sets:
                 if how[0] == "tok":
                     v, whole = tv[at, how[1]], how[2]
-                elif how[0] == "const" and _number(how[1]):
+                elif how[0] == "const" and numeric(how[1]):
                     v, whole = np.full(at.size, float(how[1])), type(how[1]) is int
                 else:  # (a value set to None, or copied from another: one line at a time)
                     stop = min(stop, int(at[0]))
@@ -548,7 +541,7 @@ class _Reader:
             at, v = at[order], np.concatenate([x for _, x, _ in parts])[order]
             whole = all(w for _, _, w in parts)
             cur = flat0[j]
-            if _number(cur):  # the pattern holds while the sign and zero-ness do
+            if numeric(cur):  # the pattern holds while the sign and zero-ness do
                 moved = np.flatnonzero(np.sign(v) != np.sign(cur))
             else:
                 moved = np.arange(at.size)
@@ -563,7 +556,7 @@ class _Reader:
             """State value j before lines q (relative), as float (NaN: None)."""
             got = setters.get(j)
             cur = flat0[j]
-            base = float(cur) if _number(cur) else np.nan
+            base = float(cur) if numeric(cur) else np.nan
             if got is None:
                 return np.full(q.size, base)
             at, v, _ = got
@@ -587,9 +580,7 @@ class _Reader:
                 for j in reads:
                     v = cols[j][r]
                     flat[j] = None if v != v else int(v) if type(flat0[j]) is int or flat0[j] is None else float(v)
-                text = None
-                if tpl.slices:
-                    text = scan.body[int(scan.starts[i]):int(scan.nl[i])].decode("utf-8", errors="replace")
+                text = _text(scan.body[int(scan.starts[i]):int(scan.nl[i])]) if tpl.slices else None
                 for item in make_items(tpl, first + i, tv[q[r]], text, flat):
                     items.append((first + i, item))
         if setters:
@@ -604,10 +595,10 @@ class _Reader:
         self.stats.columnar += int(dyn.size)
         return k0 + stop
 
-    def _dynamic(self, scan: _Scan, k: int, first: int, items: list) -> bool:
+    def _dynamic(self, scan: _Scan, k: int, first: int, items: list, fed: list) -> bool:
         """Line `scan.tl[k]`, of a dynamic shape (it moves the parsers' state or its items read it):
         its items, and the state after it, when the state's pattern is the one the shape was learnt
-        in (else False: it goes per line)."""
+        in (the line is then done: added to `fed`); else False (it goes per line)."""
         tpl = scan.table.templates[int(scan.tt[k])]
         fp = self.state
         if self.shapes.pattern_now(tpl.mask, fp) != tpl.state:
@@ -615,14 +606,14 @@ class _Reader:
         i = int(scan.tl[k])
         row = scan.tv[k]
         flat = leaves(fp)
-        text = None
-        if tpl.slices:
-            text = scan.body[int(scan.starts[i]):int(scan.nl[i])].decode("utf-8", errors="replace")
+        text = _text(scan.body[int(scan.starts[i]):int(scan.nl[i])]) if tpl.slices else None
         for item in make_items(tpl, first + i, row, text, flat):
             items.append((first + i, item))
         if tpl.sets:
             restore(self.stateful, unflatten(fp, next_state(tpl, row, flat)))
             self.state = fingerprint(self.disp.parsers)
+        fed.append(i)
+        self.stats.columnar += 1
         return True
 
     def _relook(self, scan: _Scan) -> None:
@@ -694,9 +685,7 @@ class _Reader:
             for k in other.tolist():
                 i = int(tl[k])
                 tpl = table.templates[int(tt[k])]
-                text = None
-                if tpl.slices:
-                    text = body[int(starts[i]):int(nl[i])].decode("utf-8", errors="replace")
+                text = _text(body[int(starts[i]):int(nl[i])]) if tpl.slices else None
                 for item in make_items(tpl, first + i, tv[k], text):
                     items.append((first + i, item))
 
@@ -971,8 +960,10 @@ class _Reader:
         return vals, has, counters[:, 0].astype(np.int64), counters[:, 1].astype(np.int64), keep
 
 
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+def _text(raw) -> str:
+    """A line's bytes as the per-line reader gives them to the parsers (a trailing CR dropped)."""
+    text = raw.decode("utf-8", errors="replace")
+    return text[:-1] if text.endswith("\r") else text
 
 
 def _dynamic_rows(tpl, lines: np.ndarray, tv: np.ndarray, state_at, q: np.ndarray, builder) -> Rows | None:
@@ -995,44 +986,24 @@ def _dynamic_rows(tpl, lines: np.ndarray, tv: np.ndarray, state_at, q: np.ndarra
             return state_at(q, how[1])
         if how[1] is None:
             return np.full(n, np.nan)
-        return np.full(n, float(how[1])) if _number(how[1]) else None
+        return np.full(n, float(how[1])) if numeric(how[1]) else None
 
     got = {name: col(attrs[name]) for name in ("step_hint", "loss", "grad_norm", "lr", "loss_scale", "skipped",
                                                "nan_iters")}
     ex = {k: col(how) for k, how in extra.items()}
     if any(v is None for v in (*got.values(), *ex.values())):
         return None
-    has_loss = np.full(n, attrs["loss"] != ("const", None))
-    has_gn = np.full(n, attrs["grad_norm"] != ("const", None))
-    if attrs["loss"][0] == "state" or attrs["grad_norm"][0] == "state":
-        has_loss = has_loss & ~np.isnan(got["loss"]) if attrs["loss"][0] == "state" else has_loss
-        has_gn = has_gn & ~np.isnan(got["grad_norm"]) if attrs["grad_norm"][0] == "state" else has_gn
+    def printed(name: str) -> np.ndarray:  # (a value read from the state is printed unless it was None)
+        how = attrs[name]
+        return ~np.isnan(got[name]) if how[0] == "state" else np.full(n, how != ("const", None))
+
+    has_loss, has_gn = printed("loss"), printed("grad_norm")
     with np.errstate(invalid="ignore"):
         skipped = np.trunc(got["skipped"])
         nan_iters = np.trunc(got["nan_iters"])
     return Rows(tpl.framework, lines.astype(np.int64), got["step_hint"], got["loss"], has_loss,
                 np.full(n, bool(attrs["loss_missing"][1])), got["grad_norm"], has_gn, got["lr"], got["loss_scale"],
                 skipped, nan_iters, bool(attrs["skipped_cumulative"][1]), ex, np.ones(n, dtype=bool))
-
-
-def _concat(parts: list[Rows]) -> Rows:
-    """Records of one framework from several readings of one block, as one Rows in line order."""
-    line = np.concatenate([p.line for p in parts])
-    order = np.argsort(line, kind="stable")
-
-    def cat(name: str) -> np.ndarray:
-        return np.concatenate([getattr(p, name) for p in parts])[order]
-
-    n = [len(p) for p in parts]
-    extra = {k: np.concatenate([p.extra.get(k, np.full(m, np.nan)) for p, m in zip(parts, n)])[order]
-             for k in sorted({k for p in parts for k in p.extra})}
-    inferred = None
-    if any(p.inferred is not None for p in parts):
-        inferred = np.concatenate([p.inferred if p.inferred is not None else np.zeros(m, dtype=bool)
-                                   for p, m in zip(parts, n)])[order]
-    return Rows(parts[0].framework, line[order], cat("step"), cat("loss"), cat("has_loss"), cat("loss_missing"),
-                cat("grad_norm"), cat("has_grad_norm"), cat("lr"), cat("loss_scale"), cat("skipped"), cat("nan_iters"),
-                any(p.skipped_cumulative for p in parts), extra, inferred)
 
 
 def _indices(idx: np.ndarray):

@@ -121,6 +121,27 @@ class Rows:
     def __len__(self) -> int:
         return int(self.line.size)
 
+    @staticmethod
+    def concat(parts: list["Rows"]) -> "Rows":
+        """Records of one framework from several readings (of one block), as one Rows in line
+        order; an extra value or `inferred` one part lacks is NaN / False there."""
+        line = np.concatenate([p.line for p in parts])
+        order = np.argsort(line, kind="stable")
+        n = [len(p) for p in parts]
+
+        def cat(name: str) -> np.ndarray:
+            return np.concatenate([getattr(p, name) for p in parts])[order]
+
+        extra = {k: np.concatenate([p.extra.get(k, np.full(m, np.nan)) for p, m in zip(parts, n)])[order]
+                 for k in sorted({k for p in parts for k in p.extra})}
+        inferred = None
+        if any(p.inferred is not None for p in parts):
+            inferred = np.concatenate([p.inferred if p.inferred is not None else np.zeros(m, dtype=bool)
+                                       for p, m in zip(parts, n)])[order]
+        return Rows(parts[0].framework, line[order], cat("step"), cat("loss"), cat("has_loss"), cat("loss_missing"),
+                    cat("grad_norm"), cat("has_grad_norm"), cat("lr"), cat("loss_scale"), cat("skipped"),
+                    cat("nan_iters"), any(p.skipped_cumulative for p in parts), extra, inferred)
+
     def part(self, sel) -> "Rows":
         """The records picked by a slice, index array or boolean mask."""
         return Rows(self.framework, self.line[sel], self.step[sel], self.loss[sel], self.has_loss[sel],

@@ -54,7 +54,7 @@ _RUN_TEXT = re.compile(r"[0-9]+")
 _DIGIT = re.compile(r"[0-9]")
 _RECORD = [f.name for f in fields(Record) if f.name not in ("line", "extra")]
 _EVENT = [f.name for f in fields(Event) if f.name != "line"]
-# Rows columns read from a record's fields (the rest are flags, see Template.rows_spec)
+# Rows columns read from a record's fields (the rest are flags: Table.flags)
 _ROW_FIELDS = ("step", "loss", "grad_norm", "lr", "loss_scale", "skipped", "nan_iters")
 
 
@@ -70,7 +70,7 @@ def shape_safe(literal: str) -> bool:
     each of its runs of digits is all zeros with a non-digit on both sides inside the literal
     (such a run is a whole run of the line, and shapes keep zeros); a literal without digits
     always is."""
-    for m in re.finditer(r"[0-9]+", literal):
+    for m in _RUN_TEXT.finditer(literal):
         if m.group().strip("0") or m.start() == 0 or m.end() == len(literal):
             return False
     return True
@@ -106,7 +106,8 @@ def unflatten(fp: tuple, flat: list) -> tuple:
     return tuple(out)
 
 
-def _numeric(x) -> bool:
+def numeric(x) -> bool:
+    """A number (not a bool)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -115,7 +116,7 @@ def pattern(x):
     only by its sign and whether it is zero; anything else as it is."""
     if isinstance(x, tuple):
         return tuple(pattern(v) for v in x)
-    if _numeric(x):
+    if numeric(x):
         return "-" if x < 0 else "0" if x == 0 else "+"
     return x
 
@@ -128,7 +129,7 @@ class Template:
     shape: bytes
     hash: int
     kind: str                            # "lines" | "quiet" | "empty" | "rows" | "hinted" | "items"
-    state: int = -1                      # the state of the parsers it depends on when learnt (Shapes.key)
+    state: int = -1                      # the pattern of their state it was learnt under (Shapes.pattern_key)
     mask: int = 0                        # which parsers those are (Shapes.masks)
     tokens: tuple = ()                   # (byte offset, byte length) of the tokens it reads
     items: tuple = ()                    # per item: (class, {field: source}, {extra key: source})
@@ -137,8 +138,8 @@ class Template:
     makers: list | None = None           # make_items' view of `items` (built on first use)
     slices: bool = False                 # some field is a slice of the line's text
     # A line that moves the parsers' state (a progress counter) or whose items read it (a record
-    # dated by that counter): its effect holds for any state of the same pattern (numbers by
-    # sign and zero, `pattern`), and lines of it are applied one at a time, in order. `sets`:
+    # dated by that counter): its lines are applied in order, the state carried from one to the
+    # next (blocks._Reader._batch / _dynamic). `sets`:
     # (state value index, source) for each value it changes; a field's source may be
     # ("state", index): that value of the state before the line.
     dynamic: bool = False
@@ -239,7 +240,7 @@ class Shapes:
         self._at = {j: k for k, j in enumerate(keeping)}  # parser index -> place in a fingerprint
         self.masks: list[tuple[int, ...]] = []  # (places in a fingerprint)
         self._mask_ids: dict[tuple[int, ...], int] = {}
-        self._keys: dict[Any, int] = {}  # (mask, its parsers' states) -> key
+        self._keys: dict[Any, int] = {}  # (mask, the pattern of its parsers' states) -> key
         self._next = 0
         self._pfp: tuple | None = None     # the fingerprint `_pnow` holds the pattern keys of
         self._pnow: dict[int, int] = {}    # mask -> pattern key, under _pfp
@@ -301,12 +302,8 @@ class Shapes:
             self.seen.clear()
         self.seen.add(h)
         return False
-        if len(self.seen) >= MAX_SEEN:
-            self.seen.clear()
-        self.seen.add(h)
-        return False
 
-    def silent(self, hashes: np.ndarray, lines: np.ndarray) -> np.ndarray:
+    def silent(self, hashes: np.ndarray, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Of lines of new shapes that hold no trigger (`lines`, with their shape `hashes`), one
         line of each shape seen before: shapes to remember as quiet (`quiet`), so that their lines
         are no longer searched for triggers."""
@@ -391,9 +388,7 @@ class Shapes:
             try:
                 restore(keeping, start)
                 out = twin.feed(v, lineno)
-            except NotImplementedError:  # a parser whose state cannot be set
-                return None
-            except Exception:  # noqa: BLE001 - a parser failing on a variant: no template
+            except Exception:  # noqa: BLE001 - a parser failing on a variant, or whose state cannot be set
                 return None
             if twin.pending:
                 return None
@@ -427,16 +422,12 @@ class Shapes:
                                     for how in (*attrs.values(), *extra.values()))
         if not dynamic and after != before:
             return None
+        offsets = tuple((len(text[:tokens[k].start()].encode("utf-8")), len(tokens[k].group().encode("utf-8")))
+                        for k in sorted(used, key=used.get))
         if not items:
             if not dynamic:
                 return Template(shape(raw), 0, "empty")
-            order = sorted(used, key=used.get)
-            offsets = [(len(text[:tokens[k].start()].encode("utf-8")), len(tokens[k].group().encode("utf-8")))
-                       for k in order]
-            return Template(shape(raw), 0, "items", tokens=tuple(offsets), dynamic=True, sets=tuple(sets))
-        order = sorted(used, key=used.get)
-        offsets = [(len(text[:tokens[k].start()].encode("utf-8")), len(tokens[k].group().encode("utf-8")))
-                   for k in order]
+            return Template(shape(raw), 0, "items", tokens=offsets, dynamic=True, sets=tuple(sets))
         kind = "items"
         if len(items) == 1 and isinstance(items[0], Record) and not dynamic:
             attrs = specs[0][1]
@@ -446,8 +437,8 @@ class Shapes:
                     kind = "rows"
                 elif attrs["step"] == ("const", None) and attrs["step_hint"][0] == "const":
                     kind = "hinted"  # no step printed: in columns once the builder numbers them
-        rec = items[0] if items else None
-        return Template(shape(raw), 0, kind, tokens=tuple(offsets), items=tuple(specs),
+        rec = items[0]
+        return Template(shape(raw), 0, kind, tokens=offsets, items=tuple(specs),
                         framework=rec.framework if isinstance(rec, Record) else "",
                         cumulative=bool(rec.skipped_cumulative) if isinstance(rec, Record) else False,
                         slices=any(how[0] == "slice" for _, attrs, _ in specs for how in attrs.values()),
@@ -497,7 +488,7 @@ def _source(vals: tuple, texts: list[str], values: list[list[float]], used: dict
     if isinstance(a, (int, float)):
         hits = [k for k in range(len(values[0])) if all(values[i][k] == float(vals[i]) for i in range(len(vals)))]
         from_state = [j for j in range(len(states[0]))
-                      if all(_numeric(st[j]) and st[j] == v for st, v in zip(states, vals))] if states else []
+                      if all(numeric(st[j]) and st[j] == v for st, v in zip(states, vals))] if states else []
         if len(hits) + len(from_state) != 1:
             return None
         if from_state:
