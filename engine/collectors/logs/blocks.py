@@ -345,7 +345,7 @@ class _Reader:
         quiet = np.zeros(others.size, dtype=bool)  # shapes no parser looks at
         quiet[known] = table.quiet[tid[known]]
         tl, tt = others[reads], tid[reads]
-        tv, slow = native.values(self.kern, address, starts, tl, tt, table)
+        tv, slow = native.values(self.kern, address, starts, nl, tl, tt, table)
         per_line = np.concatenate([others[known & ~reads & ~quiet], tl[slow]])
         if slow.any():
             tl, tt, tv = tl[~slow], tt[~slow], tv[~slow]
@@ -637,7 +637,7 @@ class _Reader:
         reads = np.zeros(idx.size, dtype=bool)
         reads[known] = table.reads[tid[known]]
         tl, tt = idx[reads], tid[reads]
-        tv, slow = native.values(self.kern, scan.address, scan.starts, tl, tt, table)
+        tv, slow = native.values(self.kern, scan.address, scan.starts, scan.nl, tl, tt, table)
         tl, tt, tv = tl[~slow], tt[~slow], tv[~slow]
         rh[new[known]] = 0  # known now: read per line (a shape read per line, or a slow value) or from it
         drop = np.isin(scan.residual, tl)

@@ -58,7 +58,7 @@ class Kernels:
                                 ctypes.c_char_p, _i64p, _u64p, _i32p]
         self.values = lib.pdx_values
         self.values.restype = None
-        self.values.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i32p, ctypes.c_int64, _i64p, _i64p, _i64p,
+        self.values.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, _i32p, ctypes.c_int64, _i64p, _i64p, _i64p,
                                 ctypes.c_int64, _f64p, _u8p]
 
 
@@ -163,7 +163,7 @@ def shapes(kern: Kernels, address: int, starts, ends, idx, table):
     return hashes, tid
 
 
-def values(kern: Kernels, address: int, starts, idx, tid, table):
+def values(kern: Kernels, address: int, starts, ends, idx, tid, table):
     """(values, slow) of lines `idx` of known shapes `tid` (see scan.c: pdx_values): a row of
     token values per line, and which lines hold a token not read exactly."""
     import numpy as np
@@ -173,6 +173,6 @@ def values(kern: Kernels, address: int, starts, idx, tid, table):
     out = np.full((n, width), np.nan)
     slow = np.zeros(n, dtype=np.uint8)
     if n:
-        kern.values(address, ptr(starts), ptr(idx), ptr(tid, _i32p), n, ptr(table.tok_off), ptr(table.tok_at),
+        kern.values(address, ptr(starts), ptr(ends), ptr(idx), ptr(tid, _i32p), n, ptr(table.tok_off), ptr(table.tok_at),
                     ptr(table.tok_len), width, ptr(out, _f64p), ptr(slow, _u8p))
     return out, slow.view(bool)

@@ -307,15 +307,18 @@ int pdx_number(const uint8_t *s, int64_t n, double *out) {
     return q == buf + n && exact;
 }
 
-/* ---- Line shapes (shapes.py): lines that differ only in their digits ------------------------
+/* ---- Line shapes (shapes.py): lines that differ only in their numbers ------------------------
  *
  * A line's shape is its bytes (a trailing '\r' dropped, as the per-line reader drops it) with
- * every digit replaced by '0' when its run of digits is all zeros and by '1' otherwise. Lines
- * of one shape have the same length, the same bytes outside their digits, digits at the same
- * places, and zero where the other has zero: shapes.py learns from one line of a shape what the
- * parsers make of every line of it. */
+ * every run of digits that is not all zeros replaced by one '1' whatever its length, and every
+ * run of zeros kept as it is. Lines of one shape have the same bytes outside their digits, runs
+ * of digits at the same places between them, and the same runs of zeros: shapes.py learns from
+ * one line of a shape what the parsers make of every line of it. A place in a line maps to a
+ * place in its shape by taking off, for each run of non-zero digits before it, its length less
+ * one (`locate` maps back). */
 
 #define SHAPE_MAX 4096  /* longer lines get no shape */
+#define RUNS_MAX 256    /* lines of a learnt shape with more runs of digits are read per line */
 
 static uint64_t mix(uint64_t h, uint64_t x) {
     h ^= x;
@@ -323,39 +326,47 @@ static uint64_t mix(uint64_t h, uint64_t x) {
     return h ^ (h >> 29);
 }
 
-/* The shape of [s, e) into buf (e - s <= SHAPE_MAX) and its hash (never 0). */
-static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf) {
-    int64_t n = e - s, i = 0;
+/* The shape of [s, e) into buf (e - s <= SHAPE_MAX), its length in *m, and its hash (never 0). */
+static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf, int64_t *m) {
+    int64_t n = e - s, i = 0, o = 0;
     while (i < n) {
         if (i + 8 <= n) {  /* 8 bytes without a digit are copied as they are */
             uint64_t w, y;
             memcpy(&w, s + i, 8);
             y = w ^ UINT64_C(0x3030303030303030);  /* a digit's byte becomes 0..9 */
             if (!((y - UINT64_C(0x0A0A0A0A0A0A0A0A)) & ~y & UINT64_C(0x8080808080808080))) {
-                memcpy(buf + i, &w, 8);
+                memcpy(buf + o, &w, 8);
                 i += 8;
+                o += 8;
                 continue;
             }
         }
         uint8_t c = s[i];
         if (!DIGIT(c)) {
-            buf[i++] = c;
+            buf[o++] = c;
+            i++;
             continue;
         }
         int64_t j = i;
         int nz = 0;
         while (j < n && DIGIT(s[j])) nz |= s[j++] != '0';
-        memset(buf + i, nz ? '1' : '0', (size_t)(j - i));
+        if (nz) {
+            buf[o++] = '1';
+        } else {
+            memset(buf + o, '0', (size_t)(j - i));
+            o += j - i;
+        }
         i = j;
     }
-    uint64_t h = mix(UINT64_C(0x243F6A8885A308D3), (uint64_t)n), w;
-    for (i = 0; i + 8 <= n; i += 8) {
+    *m = o;
+    uint64_t h = mix(UINT64_C(0x243F6A8885A308D3), (uint64_t)o), w;
+    for (i = 0; i + 8 <= o; i += 8) {
         memcpy(&w, buf + i, 8);
         h = mix(h, w);
     }
-    if (i < n) {
+    if (i < o) {
         w = 0;
-        memcpy(&w, buf + i, (size_t)(n - i));
+        memcpy(&w, buf + i, (size_t)(o - i));
         h = mix(h, w ^ UINT64_C(0xFF00000000000000));
     }
     return h ? h : 1;
@@ -375,14 +386,15 @@ void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
         tid[i] = -1;
         hashes[i] = 0;
         if (e - s > SHAPE_MAX) continue;
-        uint64_t h = shape_of(s, e, buf);
+        int64_t m;
+        uint64_t h = shape_of(s, e, buf, &m);
         hashes[i] = h;
         if (mask < 0) continue;
         for (int64_t slot = (int64_t)(h & (uint64_t)mask);; slot = (slot + 1) & mask) {
             if (keys[slot] == 0) break;
             if (keys[slot] != h) continue;
             int32_t t = vals[slot];
-            if (skel_off[t + 1] - skel_off[t] == e - s && !memcmp(skel + skel_off[t], buf, (size_t)(e - s))) {
+            if (skel_off[t + 1] - skel_off[t] == m && !memcmp(skel + skel_off[t], buf, (size_t)m)) {
                 tid[i] = t;
                 break;
             }
@@ -422,21 +434,81 @@ static int long_decimal(const uint8_t *s, int64_t n, double *out) {
     return 1;
 }
 
+/* The runs of non-zero digits of [s, e): where each starts in the line's shape (cpos) and the
+ * number of digits it has past its first (cum: the sum of those of the runs before it and of
+ * itself). Returns the number of runs, or -1 when there are more than RUNS_MAX. */
+static int64_t nonzero_runs(const uint8_t *s, const uint8_t *e, int64_t *cpos, int64_t *cum) {
+    int64_t n = e - s, i = 0, r = 0, extra = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t w, y;
+            memcpy(&w, s + i, 8);
+            y = w ^ UINT64_C(0x3030303030303030);
+            if (!((y - UINT64_C(0x0A0A0A0A0A0A0A0A)) & ~y & UINT64_C(0x8080808080808080))) {
+                i += 8;
+                continue;
+            }
+        }
+        if (!DIGIT(s[i])) {
+            i++;
+            continue;
+        }
+        int64_t j = i;
+        int nz = 0;
+        while (j < n && DIGIT(s[j])) nz |= s[j++] != '0';
+        if (nz) {
+            if (r >= RUNS_MAX) return -1;
+            cpos[r] = i - extra;
+            extra += j - i - 1;
+            cum[r++] = extra;
+        }
+        i = j;
+    }
+    return r;
+}
+
+/* The place in the line of place c of its shape (runs as nonzero_runs gives them): c plus the
+ * extra digits of the runs that start before c. */
+static int64_t locate(int64_t c, const int64_t *cpos, const int64_t *cum, int64_t nruns) {
+    int64_t lo = 0, hi = nruns;  /* the number of runs starting before c */
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (cpos[mid] < c) lo = mid + 1;
+        else hi = mid;
+    }
+    return c + (lo ? cum[lo - 1] : 0);
+}
+
 /* The numbers of lines idx[0:n] of known shapes tid[0:n]: shape t's numbers are its tokens
- * tok_off[t] .. tok_off[t+1]-1, token k being tok_len[k] bytes at tok_at[k] from the line start.
- * out[i*width + j]: token j of line i read exactly as float() reads it; slow[i] = 1 when one
- * of them is not (the line goes to the parsers). */
-void pdx_values(const uint8_t *b, const int64_t *starts, const int64_t *idx, const int32_t *tid, int64_t n,
-                const int64_t *tok_off, const int64_t *tok_at, const int64_t *tok_len, int64_t width, double *out,
-                uint8_t *slow) {
+ * tok_off[t] .. tok_off[t+1]-1, token k being the tok_len[k] bytes of the shape at tok_at[k]
+ * (mapped to the line: `locate`). out[i*width + j]: token j of line i read exactly as float()
+ * reads it; slow[i] = 1 when one of them is not (the line goes to the parsers): a token read
+ * neither here nor by long_decimal, or an integer of 2^53 or more (a double may not hold it
+ * and the parsers may read it as an int). */
+void pdx_values(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, const int32_t *tid,
+                int64_t n, const int64_t *tok_off, const int64_t *tok_at, const int64_t *tok_len, int64_t width,
+                double *out, uint8_t *slow) {
+    int64_t cpos[RUNS_MAX], cum[RUNS_MAX];
     for (int64_t i = 0; i < n; i++) {
-        const uint8_t *s = b + starts[idx[i]];
+        const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
         int32_t t = tid[i];
         slow[i] = 0;
+        if (tok_off[t + 1] == tok_off[t]) continue;
+        int64_t nruns = nonzero_runs(s, e, cpos, cum);
+        if (nruns < 0) {
+            slow[i] = 1;
+            continue;
+        }
         for (int64_t k = tok_off[t], j = 0; k < tok_off[t + 1]; k++, j++) {
-            if (!pdx_number(s + tok_at[k], tok_len[k], out + i * width + j)
-                && !long_decimal(s + tok_at[k], tok_len[k], out + i * width + j)) {
-                slow[i] = 1;
+            int64_t a = locate(tok_at[k], cpos, cum, nruns), z = locate(tok_at[k] + tok_len[k], cpos, cum, nruns);
+            const uint8_t *p = s + a;
+            int64_t len = z - a;
+            double *o = out + i * width + j;
+            if (pdx_number(p, len, o)) continue;
+            if (!long_decimal(p, len, o)
+                || (!memchr(p, '.', (size_t)len) && !memchr(p, 'e', (size_t)len) && !memchr(p, 'E', (size_t)len)
+                    && (*o >= 9007199254740992.0 || *o <= -9007199254740992.0))) {
+                slow[i] = 1;  /* not read, or an integer a double may not hold */
                 break;
             }
         }

@@ -59,10 +59,44 @@ _ROW_FIELDS = ("step", "loss", "grad_norm", "lr", "loss_scale", "skipped", "nan_
 
 
 def shape(line: bytes) -> bytes:
-    """A line's shape (bytes without the newline; a trailing CR dropped as the reader drops it)."""
+    """A line's shape (bytes without the newline; a trailing CR dropped as the reader drops it):
+    each run of digits that is not all zeros made one '1', runs of zeros kept."""
     if line.endswith(b"\r"):
         line = line[:-1]
-    return _RUN.sub(lambda m: (b"1" if m.group().strip(b"0") else b"0") * len(m.group()), line)
+    return _RUN.sub(lambda m: b"1" if m.group().strip(b"0") else m.group(), line)
+
+
+def runs(text) -> list[tuple[int, int]]:
+    """The runs of non-zero digits of a line (str or bytes): (start, end) each."""
+    pat = _RUN if isinstance(text, bytes) else _RUN_TEXT
+    zero = b"0" if isinstance(text, bytes) else "0"
+    return [m.span() for m in pat.finditer(text) if m.group().strip(zero)]
+
+
+def compact_at(rs: list[tuple[int, int]], pos: int) -> int | None:
+    """Place `pos` of a line (its runs of non-zero digits `rs`) in its shape; None when it falls
+    inside such a run (no place of the shape stands for it in every line)."""
+    extra = 0
+    for a, b in rs:
+        if b <= pos:
+            extra += b - a - 1
+        elif a < pos:
+            return None
+        else:
+            break
+    return pos - extra
+
+
+def locate(rs: list[tuple[int, int]], c: int) -> int:
+    """Place `c` of a line's shape in the line (its runs of non-zero digits `rs`): scan.c's
+    `locate`."""
+    extra = 0
+    for a, b in rs:
+        if a - extra < c:
+            extra += b - a - 1
+        else:
+            break
+    return c + extra
 
 
 def shape_safe(literal: str) -> bool:
@@ -369,6 +403,11 @@ class Shapes:
         if covered != len(_DIGIT.findall(text)):
             return None  # a digit outside every number (never seen; the variants would not test it)
         values = [[float(m.group()) for m in tokens]]
+        # the tokens' places in the shape (of the text: for the variants; of the bytes: for scan.c)
+        t_runs, b_runs = runs(text), runs(raw)
+        spans = [(compact_at(t_runs, m.start()), compact_at(t_runs, m.end())) for m in tokens]
+        if any(a is None or b is None for a, b in spans):
+            return None
         variants = [self._variant(text, tokens) for _ in range(2)]
         if any(v is None for v in variants):
             return None
@@ -380,11 +419,11 @@ class Shapes:
         flat0 = leaves(before)
         other = [(x + 1 + self._rng.randrange(1000)) * (1 if x >= 0 else -1) if type(x) is int
                  else x * (1.5 + self._rng.random()) if type(x) is float else x for x in flat0]
-        runs = [(v, before) for v in variants]
+        fed = [(v, before) for v in variants]
         if other != flat0:
-            runs.append((text, unflatten(before, other)))
+            fed.append((text, unflatten(before, other)))
         got, ends = [], []
-        for v, start in runs:
+        for v, start in fed:
             try:
                 restore(keeping, start)
                 out = twin.feed(v, lineno)
@@ -398,10 +437,14 @@ class Shapes:
         if (any(len(out) != len(items) for out in got) or len(leaves(after)) != n_leaves
                 or any(len(leaves(e)) != n_leaves for e in ends)):
             return None
-        for v, _ in runs:
-            values.append([float(v[m.start():m.end()]) for m in tokens])
-        texts = [text] + [v for v, _ in runs]
-        states = [flat0] + [leaves(start) for _, start in runs]
+        for v, _ in fed:
+            rs = runs(v)
+            try:
+                values.append([float(v[locate(rs, a):locate(rs, b)]) for a, b in spans])
+            except ValueError:
+                return None
+        texts = [text] + [v for v, _ in fed]
+        states = [flat0] + [leaves(start) for _, start in fed]
         used: dict[int, int] = {}  # token index -> column
         specs = []
         for group in zip(items, *got):
@@ -422,8 +465,14 @@ class Shapes:
                                     for how in (*attrs.values(), *extra.values()))
         if not dynamic and after != before:
             return None
-        offsets = tuple((len(text[:tokens[k].start()].encode("utf-8")), len(tokens[k].group().encode("utf-8")))
-                        for k in sorted(used, key=used.get))
+        offsets = []
+        for k in sorted(used, key=used.get):
+            a = compact_at(b_runs, len(text[:tokens[k].start()].encode("utf-8")))
+            b = compact_at(b_runs, len(text[:tokens[k].end()].encode("utf-8")))
+            if a is None or b is None:
+                return None
+            offsets.append((a, b - a))
+        offsets = tuple(offsets)
         if not items:
             if not dynamic:
                 return Template(shape(raw), 0, "empty")
@@ -445,8 +494,9 @@ class Shapes:
                         dynamic=dynamic, sets=tuple(sets))
 
     def _variant(self, text: str, tokens: list) -> str | None:
-        """`text` with every non-zero digit run of its tokens rewritten at random (same length,
-        not all zeros, different from the original)."""
+        """`text` with every non-zero digit run of its tokens rewritten at random: another run
+        of non-zero digits, of a length drawn from 1 to 3 more than its own (an exponent's: 1 or
+        2), so that what is checked holds whatever the numbers' widths, as the shape does."""
         parts, last = [], 0
         rng = self._rng
         for m in tokens:
@@ -455,13 +505,16 @@ class Shapes:
                 if not digits.strip("0"):
                     continue
                 n = len(digits)
+                a = run.start()
+                exponent = text[a - 1:a] in ("e", "E") or (text[a - 1:a] in ("+", "-") and text[a - 2:a - 1] in ("e", "E"))
                 for _ in range(20):
-                    new = f"{rng.randrange(10 ** n):0{n}d}"
+                    w = rng.randint(1, 2) if exponent else rng.randint(1, n + 3)
+                    new = f"{rng.randrange(10 ** w):0{w}d}"
                     if new != digits and new.strip("0"):
                         break
                 else:
                     return None
-                parts += [text[last:run.start()], new]
+                parts += [text[last:a], new]
                 last = run.end()
         parts.append(text[last:])
         return "".join(parts)
@@ -497,8 +550,17 @@ def _source(vals: tuple, texts: list[str], values: list[list[float]], used: dict
         return ("tok", col, isinstance(a, int))
     if isinstance(a, str):
         at = texts[0].find(a)
-        if at >= 0 and all(t[at:at + len(a)] == v for t, v in zip(texts[1:], vals[1:])):
-            return ("slice", at, at + len(a))
+        if at < 0:
+            return None
+        rs = runs(texts[0])
+        ca, cb = compact_at(rs, at), compact_at(rs, at + len(a))
+        if ca is None or cb is None:
+            return None
+        for t, v in zip(texts[1:], vals[1:]):
+            rt = runs(t)
+            if t[locate(rt, ca):locate(rt, cb)] != v:
+                return None
+        return ("slice", ca, cb)  # places in the shape (of the text)
     return None
 
 
@@ -534,6 +596,7 @@ def make_items(tpl: Template, line: int, row: np.ndarray, text: str | None, stat
     if makers is None:
         makers = tpl.makers = [_maker(spec) for spec in tpl.items]
     vals = row.tolist()
+    rs = runs(text) if tpl.slices else None
     out = []
     for cls, const, toks, cuts, reads, extra_const, extra_toks, extra_reads in makers:
         kw = dict(const)
@@ -542,7 +605,7 @@ def make_items(tpl: Template, line: int, row: np.ndarray, text: str | None, stat
             v = vals[col]
             kw[name] = int(v) if whole else v
         for name, a, b in cuts:
-            kw[name] = text[a:b]
+            kw[name] = text[locate(rs, a):locate(rs, b)]
         for name, j in reads:
             kw[name] = state[j]
         if extra_const or extra_toks or extra_reads:

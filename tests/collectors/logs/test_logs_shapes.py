@@ -49,8 +49,29 @@ def _hash(kern, line: bytes) -> int:
 
 
 def test_shape_reference() -> None:
-    assert shape(b"step: 12  loss: 0.0500 lr=1.0e-05 nan.0\r") == b"step: 11  loss: 0.1111 lr=1.0e-11 nan.0"
-    assert shape(b"iteration 0/ 100 |") == b"iteration 0/ 111 |"
+    assert shape(b"step: 12  loss: 0.0500 lr=1.0e-05 nan.0\r") == b"step: 1  loss: 0.1 lr=1.0e-1 nan.0"
+    assert shape(b"iteration 0/ 100 |") == b"iteration 0/ 1 |"
+    assert shape(b"t=000 x=1000") == b"t=000 x=1"  # runs of zeros keep their length
+
+
+@hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
+@hypothesis.given(line=st.lists(st.sampled_from(["0", "00", "7", "12", "9999", " ", ".", "e", "-", "é", "ab"]),
+                                max_size=40))
+def test_places_map_between_a_line_and_its_shape(line) -> None:
+    """compact_at and locate are inverse at every place outside a run of non-zero digits, and a
+    place of the shape stands for the same bytes in every line of it."""
+    text = "".join(line)
+    rs = shapes.runs(text)
+    inside = {k for a, b in rs for k in range(a + 1, b)}
+    sh = shape(text.encode()).decode()
+    for pos in range(len(text) + 1):
+        c = shapes.compact_at(rs, pos)
+        if pos in inside:
+            assert c is None
+            continue
+        assert shapes.locate(rs, c) == pos
+        assert sh[c:c + 1] == (text[pos:pos + 1] if not text[pos:pos + 1].isdigit() or pos not in
+                               {a for a, _ in rs} else "1")
 
 
 @hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
@@ -82,22 +103,32 @@ def test_compiled_shape_is_the_reference(line, cut) -> None:
 def test_lines_of_one_shape_share_a_hash(kern) -> None:
     a, b = b"[12:10:01] step: 10 loss: 2.5 lr=3.1e-04", b"[99:59:59] step: 99 loss: 7.1 lr=9.9e-09"
     assert shape(a) == shape(b) and _hash(kern, a) == _hash(kern, b)
+    wide = b"[1:10:1] step: 123456 loss: 12.5 lr=3.14159e-4"  # numbers of other widths: the same shape
+    assert shape(wide) == shape(a) and _hash(kern, wide) == _hash(kern, a)
+    assert shape(b"[12:10:01] step: 10 loss: 2.5 lr=3.0e-04") != shape(a)  # a run of zeros is kept
     c = b"[12:10:01] step: 10 loss: 0.0 lr=3.1e-04"  # a zero value is another shape
     assert shape(c) != shape(a)
     assert _hash(kern, a + b"\r") == _hash(kern, a)  # the reader drops a trailing CR
 
 
-def _values(kern, tokens: list[bytes]) -> tuple[list[float], bool]:
-    line = b" ".join(tokens)
+def _values(kern, tokens: list[bytes], learnt_from: list[bytes] | None = None) -> tuple[list[float], bool]:
+    """The tokens read by scan.c from the line of `tokens` (a space between each), the shape's
+    tokens placed as in the line of `learnt_from` (default: the same line)."""
+    ref = b" ".join(learnt_from or tokens)
+    rs = shapes.runs(ref)
     at, tok = 0, []
-    for t in tokens:
-        tok.append((at, len(t)))
+    for t in learnt_from or tokens:
+        a, b = shapes.compact_at(rs, at), shapes.compact_at(rs, at + len(t))
+        tok.append((a, b - a))
         at += len(t) + 1
+    line = b" ".join(tokens)
+    assert shape(line) == shape(ref)
     tpl = Template(shape(line), _hash(kern, line), "empty", tokens=tuple(tok))
     table = Table([tpl])
     body = line + b"\n"
     buf = np.frombuffer(body, dtype=np.uint8)
-    out, slow = native.values(kern, buf.ctypes.data, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+    out, slow = native.values(kern, buf.ctypes.data, np.zeros(1, dtype=np.int64),
+                              np.array([len(line)], dtype=np.int64), np.zeros(1, dtype=np.int64),
                               np.zeros(1, dtype=np.int32), table)
     return out[0][:len(tokens)].tolist(), bool(slow[0])
 
@@ -116,6 +147,9 @@ def test_repr_of_any_double_is_read_exactly(x) -> None:
         pytest.skip("no C compiler")
     tokens = [repr(x).encode(), f"{x:.20e}".encode(), f"{x:.17g}".encode()]
     tokens = [t for t in tokens if b"inf" not in t and b"nan" not in t]
+    if any(t.lstrip(b"-").isdigit() and abs(int(t)) >= 2 ** 53 for t in tokens):
+        assert _values(kern, tokens)[1]  # an integer a double may not hold: the line goes per line
+        return
     got, slow = _values(kern, tokens)
     assert not slow
     for t, v in zip(tokens, got):
@@ -123,11 +157,40 @@ def test_repr_of_any_double_is_read_exactly(x) -> None:
 
 
 @pytest.mark.parametrize("token", [b"0.12345678901234567890123", b"1e-320", b"4.9e-324", b"1e400", b"-0.0",
-                                   b"123456789012345678901234567890", b"+1.5", b"1.", b".5", b"2.5E+300"])
+                                   b"123456789012345678901234567890.5", b"+1.5", b"1.", b".5", b"2.5E+300",
+                                   b"123456789012345"])
 def test_edge_decimals(kern, token) -> None:
     got, slow = _values(kern, [token])
     assert not slow
     assert _bits(got[0]) == _bits(float(token)) or (math.isinf(got[0]) and math.isinf(float(token)))
+
+
+def test_a_long_integer_goes_per_line(kern) -> None:
+    """An integer of 2^53 or more: a double may not hold what the parsers read (an int)."""
+    assert _values(kern, [b"9007199254740991"]) == ([9007199254740991.0], False)
+    assert _values(kern, [b"9007199254740993"])[1]
+    assert _values(kern, [b"12", b"1234567890123456789"], learnt_from=[b"12", b"5"])[1]
+
+
+@hypothesis.settings(max_examples=300, deadline=None, derandomize=True,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(ref=st.lists(st.sampled_from(["1.5", "-2", "0.5", "3e-05", "7", "1.0E+00", "100"]), min_size=1,
+                               max_size=6),
+                  data=st.data())
+def test_tokens_are_found_whatever_their_widths(kern, ref, data) -> None:
+    """A shape learnt from one line reads every line of it: each token found where its numbers
+    are (wider or narrower) and read as float() reads it."""
+    def widen(tok: str) -> str:
+        out = []
+        for part in __import__("re").split(r"([0-9]+)", tok):
+            if part.isdigit() and part.strip("0"):
+                part = str(data.draw(st.integers(1, 10 ** 12)))
+            out.append(part)
+        return "".join(out)
+    other = [widen(t) for t in ref]
+    got, slow = _values(kern, [t.encode() for t in other], learnt_from=[t.encode() for t in ref])
+    assert not slow
+    assert [_bits(v) for v in got] == [_bits(float(t)) for t in other]
 
 
 def _learn(lines: list[str], parsers=None) -> tuple[Shapes, list[list]]:
@@ -147,7 +210,8 @@ def _row(tpl: Template, line: str) -> np.ndarray:
     """The token values of `line` (of the shape of `tpl`) as scan.c reads them."""
     raw = line.encode()
     assert shape(raw) == tpl.shape
-    return np.array([float(raw[at:at + n]) for at, n in tpl.tokens] or [np.nan])
+    rs = shapes.runs(raw)
+    return np.array([float(raw[shapes.locate(rs, at):shapes.locate(rs, at + n)]) for at, n in tpl.tokens] or [np.nan])
 
 
 def test_what_is_learnt() -> None:
