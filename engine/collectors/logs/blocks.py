@@ -69,6 +69,7 @@ BLOCK = 1 << 22            # bytes read at a time (the per-line reader's block: 
 PER_LINE_BELOW = 1 << 20   # smaller files are read by the per-line reader (no pyarrow to load)
 COLUMNS_FROM = 8 << 20     # files this big or bigger have their Megatron lines read in columns
 RAMP = 1 << 16             # the first block's size while line shapes are learnt
+RELOOK = 64                # lines of a shape learnt mid-block that make looking them up again pay
 FEW = 16                   # dynamic lines of a run applied one at a time below this many
 MAX_LAYOUTS = 64           # line layouts remembered per file
 MAX_TRIES = 32             # lines a block tries to learn a layout from (the rest go per line)
@@ -209,7 +210,7 @@ class _Reader:
         # the compiled kernels (native/scan.c) when they can be had, else numpy does the same work
         # (and no line shapes are learnt)
         self.kern = native.kernels() if plan.megatron is not None or plan.shapes else None
-        self.shapes = Shapes(self.disp) if plan.shapes and self.kern is not None else None
+        self.shapes = Shapes(self.disp, self.kern) if plan.shapes and self.kern is not None else None
         # the parsers' state while shapes are learnt (None while a multi-line record is pending:
         # only looked at between records)
         self.state: tuple | None = fingerprint(self.disp.parsers)
@@ -387,12 +388,23 @@ class _Reader:
         items: list[tuple[int, object]] = []
         fed: list[int] = []
         disp, feed, shapes = self.disp, self.disp.feed, self.shapes
-        res, rhash = scan.residual.tolist(), scan.rhash
-        tl = scan.tl.tolist() if scan.tl is not None else []
-        if tl:
-            tkey, tmask = scan.table.state[scan.tt], scan.table.maskid[scan.tt]
-            tkey_l, tmask_l = tkey.tolist(), tmask.tolist()
-            dyn_at = np.flatnonzero(scan.table.dynamic[scan.tt]).tolist()  # lines of dynamic shapes
+        res = rhash = tl = tkey = tmask = tkey_l = tmask_l = dyn_at = None
+
+        def lists() -> None:
+            nonlocal res, rhash, tl, tkey, tmask, tkey_l, tmask_l, dyn_at
+            res, rhash = scan.residual.tolist(), scan.rhash
+            tl = scan.tl.tolist() if scan.tl is not None else []
+            if tl:
+                tkey, tmask = scan.table.state[scan.tt], scan.table.maskid[scan.tt]
+                tkey_l, tmask_l = tkey.tolist(), tmask.tolist()
+                dyn_at = np.flatnonzero(scan.table.dynamic[scan.tt]).tolist()  # lines of dynamic shapes
+
+        lists()
+        # New shapes with many lines in the block: when one is learnt here, its later lines are
+        # looked up again at once (that costs a pass over the block's remaining lines).
+        hs, hn = np.unique(np.array(rhash, dtype=np.uint64), return_counts=True)
+        many = set(hs[(hn >= RELOOK) & (hs != 0)].tolist())
+        learnt: set[int] = set()  # such shapes learnt in this block
 
         def per_line(i: int, h: int = 0) -> None:
             raw = body[int(starts[i]):int(nl[i])]
@@ -414,11 +426,19 @@ class _Reader:
                 if learn:
                     shapes.learn(disp, bytes(raw), text, first + i, got, before,
                                  self.state if self.state is not None else fingerprint(disp.parsers), h)
+                    if h in many and shapes.templates[-1].reads:
+                        learnt.add(h)
 
         columns: dict[str, list[Rows]] = {}  # records in columns, per framework
         pos = tpos = 0
         i = -1
         while True:
+            if learnt:  # a shape learnt that later lines of the block have: those read from it
+                shapes.publish()
+                self._relook(scan, after=i, only=set(learnt))
+                learnt.clear()
+                lists()
+                pos, tpos = bisect.bisect_right(res, i), bisect.bisect_right(tl, i)
             if disp.pending:
                 i += 1
                 if i >= n:
@@ -616,12 +636,17 @@ class _Reader:
         self.stats.columnar += 1
         return True
 
-    def _relook(self, scan: _Scan) -> None:
-        """Shapes learnt since the block was scanned: its lines of a shape that was new then are
-        looked up again (the first blocks are scanned before anything is learnt)."""
+    def _relook(self, scan: _Scan, after: int = -1, only: set | None = None) -> None:
+        """Shapes learnt since the block was scanned: its lines (past line `after` of the block)
+        of a shape that was new then are looked up again (the first blocks are scanned before
+        anything is learnt, and a shape learnt while a block is merged may have later lines in it)."""
         table = self.shapes.table
         rh = np.array(scan.rhash, dtype=np.uint64)
         new = np.flatnonzero(rh)
+        if after >= 0:
+            new = new[scan.residual[new] > after]
+        if only is not None:
+            new = new[np.isin(rh[new], np.array(sorted(only), dtype=np.uint64))]
         scan.table = table
         width = max(1, table.width)
         if scan.tv is not None and scan.tv.shape[1] < width:

@@ -55,11 +55,14 @@ class Kernels:
         self.shapes = lib.pdx_shapes
         self.shapes.restype = None
         self.shapes.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, ctypes.c_int64, _u64p, _i32p, ctypes.c_int64,
-                                ctypes.c_char_p, _i64p, _u64p, _i32p]
+                                ctypes.c_char_p, _i64p, _u8p, _u64p, _i32p]
+        self.shape_hash = lib.pdx_shape_hash
+        self.shape_hash.restype = ctypes.c_uint64
+        self.shape_hash.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int]
         self.values = lib.pdx_values
         self.values.restype = None
         self.values.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, _i32p, ctypes.c_int64, _i64p, _i64p, _i64p,
-                                ctypes.c_int64, _f64p, _u8p]
+                                _u8p, ctypes.c_int64, _f64p, _u8p]
 
 
 def cache_dir() -> Path | None:
@@ -159,7 +162,8 @@ def shapes(kern: Kernels, address: int, starts, ends, idx, table):
     tid = np.empty(n, dtype=np.int32)
     if n:
         kern.shapes(address, ptr(starts), ptr(ends), ptr(idx), n, ptr(table.keys, _u64p), ptr(table.vals, _i32p),
-                    table.mask, table.skel, ptr(table.skel_off), ptr(hashes, _u64p), ptr(tid, _i32p))
+                    table.mask, table.skel, ptr(table.skel_off), ptr(table.redirect, _u8p), ptr(hashes, _u64p),
+                    ptr(tid, _i32p))
     return hashes, tid
 
 
@@ -174,5 +178,5 @@ def values(kern: Kernels, address: int, starts, ends, idx, tid, table):
     slow = np.zeros(n, dtype=np.uint8)
     if n:
         kern.values(address, ptr(starts), ptr(ends), ptr(idx), ptr(tid, _i32p), n, ptr(table.tok_off), ptr(table.tok_at),
-                    ptr(table.tok_len), width, ptr(out, _f64p), ptr(slow, _u8p))
+                    ptr(table.tok_len), ptr(table.zshape, _u8p), width, ptr(out, _f64p), ptr(slow, _u8p))
     return out, slow.view(bool)

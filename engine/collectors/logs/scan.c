@@ -310,12 +310,13 @@ int pdx_number(const uint8_t *s, int64_t n, double *out) {
 /* ---- Line shapes (shapes.py): lines that differ only in their numbers ------------------------
  *
  * A line's shape is its bytes (a trailing '\r' dropped, as the per-line reader drops it) with
- * every run of digits that is not all zeros replaced by one '1' whatever its length, and every
- * run of zeros kept as it is. Lines of one shape have the same bytes outside their digits, runs
- * of digits at the same places between them, and the same runs of zeros: shapes.py learns from
- * one line of a shape what the parsers make of every line of it. A place in a line maps to a
- * place in its shape by taking off, for each run of non-zero digits before it, its length less
- * one (`locate` maps back). */
+ * every run of digits replaced by one '1' whatever its length and digits; its zero shape keeps
+ * the runs that are all zeros as they are (only the others made '1'). Lines of one shape have the
+ * same bytes outside their digits and runs of digits at the same places between them:
+ * shapes.py learns from one line of a shape what the parsers make of every line of it, and when
+ * that depends on which numbers are zero, learns the zero shapes of its lines instead. A place
+ * in a line maps to a place in its shape by taking off, for each run made one '1' before it, its
+ * length less one (`locate` maps back). */
 
 #define SHAPE_MAX 4096  /* longer lines get no shape */
 #define RUNS_MAX 256    /* lines of a learnt shape with more runs of digits are read per line */
@@ -326,8 +327,9 @@ static uint64_t mix(uint64_t h, uint64_t x) {
     return h ^ (h >> 29);
 }
 
-/* The shape of [s, e) into buf (e - s <= SHAPE_MAX), its length in *m, and its hash (never 0). */
-static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf, int64_t *m) {
+/* The shape of [s, e) (its zero shape when `zeros`) into buf (e - s <= SHAPE_MAX), its length in
+ * *m, and its hash (never 0; a zero shape's differs from a shape's of the same bytes). */
+static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf, int64_t *m, int zeros) {
     int64_t n = e - s, i = 0, o = 0;
     while (i < n) {
         if (i + 8 <= n) {  /* 8 bytes without a digit are copied as they are */
@@ -350,7 +352,7 @@ static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf, int64
         int64_t j = i;
         int nz = 0;
         while (j < n && DIGIT(s[j])) nz |= s[j++] != '0';
-        if (nz) {
+        if (nz || !zeros) {
             buf[o++] = '1';
         } else {
             memset(buf + o, '0', (size_t)(j - i));
@@ -359,7 +361,7 @@ static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf, int64
         i = j;
     }
     *m = o;
-    uint64_t h = mix(UINT64_C(0x243F6A8885A308D3), (uint64_t)o), w;
+    uint64_t h = mix(zeros ? UINT64_C(0x13198A2E03707344) : UINT64_C(0x243F6A8885A308D3), (uint64_t)o), w;
     for (i = 0; i + 8 <= o; i += 8) {
         memcpy(&w, buf + i, 8);
         h = mix(h, w);
@@ -372,13 +374,37 @@ static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf, int64
     return h ? h : 1;
 }
 
-/* The shapes of lines idx[0:n] looked up in a table of known shapes: an open-addressing table
- * of mask + 1 slots (keys[slot] a shape hash, 0 for an empty slot; vals[slot] its shape's
- * number), shape t's bytes being skel[skel_off[t]:skel_off[t+1]]. hashes[i]: line i's shape
- * hash (0: too long for a shape); tid[i]: its shape's number, or -1 when not in the table. */
+/* The hash of the shape of [s, s+n) (its zero shape when `zeros`), as pdx_shapes works it out;
+ * 0 when the line is too long for a shape. */
+uint64_t pdx_shape_hash(const uint8_t *s, int64_t n, int zeros) {
+    uint8_t buf[SHAPE_MAX];
+    if (n > 0 && s[n - 1] == '\r') n--;
+    if (n > SHAPE_MAX) return 0;
+    int64_t m;
+    return shape_of(s, s + n, buf, &m, zeros);
+}
+
+/* Shape `h` (of bytes buf[0:m]) in a table of known shapes: an open-addressing table of mask + 1
+ * slots (keys[slot] a shape hash, 0 for an empty slot; vals[slot] its shape's number), shape t's
+ * bytes being skel[skel_off[t]:skel_off[t+1]]. Its number, or -1. */
+static int32_t find_shape(uint64_t h, const uint8_t *buf, int64_t m, const uint64_t *keys, const int32_t *vals,
+                          int64_t mask, const uint8_t *skel, const int64_t *skel_off) {
+    if (mask < 0) return -1;
+    for (int64_t slot = (int64_t)(h & (uint64_t)mask);; slot = (slot + 1) & mask) {
+        if (keys[slot] == 0) return -1;
+        if (keys[slot] != h) continue;
+        int32_t t = vals[slot];
+        if (skel_off[t + 1] - skel_off[t] == m && !memcmp(skel + skel_off[t], buf, (size_t)m)) return t;
+    }
+}
+
+/* The shapes of lines idx[0:n] looked up in a table of known shapes (see find_shape): a line's
+ * shape, and when the table has it as depending on zeros (zero[t]), its zero shape. hashes[i]:
+ * the hash of the one looked up last (0: too long for a shape); tid[i]: its number, or -1 when
+ * not in the table. */
 void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t n,
                 const uint64_t *keys, const int32_t *vals, int64_t mask, const uint8_t *skel,
-                const int64_t *skel_off, uint64_t *hashes, int32_t *tid) {
+                const int64_t *skel_off, const uint8_t *zero, uint64_t *hashes, int32_t *tid) {
     uint8_t buf[SHAPE_MAX];
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
@@ -387,18 +413,14 @@ void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
         hashes[i] = 0;
         if (e - s > SHAPE_MAX) continue;
         int64_t m;
-        uint64_t h = shape_of(s, e, buf, &m);
-        hashes[i] = h;
-        if (mask < 0) continue;
-        for (int64_t slot = (int64_t)(h & (uint64_t)mask);; slot = (slot + 1) & mask) {
-            if (keys[slot] == 0) break;
-            if (keys[slot] != h) continue;
-            int32_t t = vals[slot];
-            if (skel_off[t + 1] - skel_off[t] == m && !memcmp(skel + skel_off[t], buf, (size_t)m)) {
-                tid[i] = t;
-                break;
-            }
+        uint64_t h = shape_of(s, e, buf, &m, 0);
+        int32_t t = find_shape(h, buf, m, keys, vals, mask, skel, skel_off);
+        if (t >= 0 && zero[t]) {
+            h = shape_of(s, e, buf, &m, 1);
+            t = find_shape(h, buf, m, keys, vals, mask, skel, skel_off);
         }
+        hashes[i] = h;
+        tid[i] = t;
     }
 }
 
@@ -434,10 +456,11 @@ static int long_decimal(const uint8_t *s, int64_t n, double *out) {
     return 1;
 }
 
-/* The runs of non-zero digits of [s, e): where each starts in the line's shape (cpos) and the
- * number of digits it has past its first (cum: the sum of those of the runs before it and of
- * itself). Returns the number of runs, or -1 when there are more than RUNS_MAX. */
-static int64_t nonzero_runs(const uint8_t *s, const uint8_t *e, int64_t *cpos, int64_t *cum) {
+/* The runs of digits of [s, e) that its shape (its zero shape when `zeros`) makes one '1': where
+ * each starts in that shape (cpos) and the number of digits it has past its first (cum: the sum
+ * of those of the runs before it and of itself). Returns the number of runs, or -1 when there
+ * are more than RUNS_MAX. */
+static int64_t shape_runs(const uint8_t *s, const uint8_t *e, int64_t *cpos, int64_t *cum, int zeros) {
     int64_t n = e - s, i = 0, r = 0, extra = 0;
     while (i < n) {
         if (i + 8 <= n) {
@@ -456,7 +479,7 @@ static int64_t nonzero_runs(const uint8_t *s, const uint8_t *e, int64_t *cpos, i
         int64_t j = i;
         int nz = 0;
         while (j < n && DIGIT(s[j])) nz |= s[j++] != '0';
-        if (nz) {
+        if (nz || !zeros) {
             if (r >= RUNS_MAX) return -1;
             cpos[r] = i - extra;
             extra += j - i - 1;
@@ -467,7 +490,7 @@ static int64_t nonzero_runs(const uint8_t *s, const uint8_t *e, int64_t *cpos, i
     return r;
 }
 
-/* The place in the line of place c of its shape (runs as nonzero_runs gives them): c plus the
+/* The place in the line of place c of its shape (runs as shape_runs gives them): c plus the
  * extra digits of the runs that start before c. */
 static int64_t locate(int64_t c, const int64_t *cpos, const int64_t *cum, int64_t nruns) {
     int64_t lo = 0, hi = nruns;  /* the number of runs starting before c */
@@ -481,20 +504,20 @@ static int64_t locate(int64_t c, const int64_t *cpos, const int64_t *cum, int64_
 
 /* The numbers of lines idx[0:n] of known shapes tid[0:n]: shape t's numbers are its tokens
  * tok_off[t] .. tok_off[t+1]-1, token k being the tok_len[k] bytes of the shape at tok_at[k]
- * (mapped to the line: `locate`). out[i*width + j]: token j of line i read exactly as float()
+ * (mapped to the line: `locate`; zero[t]: shape t is a zero shape). out[i*width + j]: token j of line i read exactly as float()
  * reads it; slow[i] = 1 when one of them is not (the line goes to the parsers): a token read
  * neither here nor by long_decimal, or an integer of 2^53 or more (a double may not hold it
  * and the parsers may read it as an int). */
 void pdx_values(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, const int32_t *tid,
-                int64_t n, const int64_t *tok_off, const int64_t *tok_at, const int64_t *tok_len, int64_t width,
-                double *out, uint8_t *slow) {
+                int64_t n, const int64_t *tok_off, const int64_t *tok_at, const int64_t *tok_len, const uint8_t *zero,
+                int64_t width, double *out, uint8_t *slow) {
     int64_t cpos[RUNS_MAX], cum[RUNS_MAX];
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
         int32_t t = tid[i];
         slow[i] = 0;
         if (tok_off[t + 1] == tok_off[t]) continue;
-        int64_t nruns = nonzero_runs(s, e, cpos, cum);
+        int64_t nruns = shape_runs(s, e, cpos, cum, zero[t]);
         if (nruns < 0) {
             slow[i] = 1;
             continue;

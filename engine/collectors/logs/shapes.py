@@ -58,24 +58,29 @@ _EVENT = [f.name for f in fields(Event) if f.name != "line"]
 _ROW_FIELDS = ("step", "loss", "grad_norm", "lr", "loss_scale", "skipped", "nan_iters")
 
 
-def shape(line: bytes) -> bytes:
+def shape(line: bytes, zeros: bool = False) -> bytes:
     """A line's shape (bytes without the newline; a trailing CR dropped as the reader drops it):
-    each run of digits that is not all zeros made one '1', runs of zeros kept."""
+    each run of digits made one '1'; its zero shape (`zeros`) keeps the runs of zeros as they are."""
     if line.endswith(b"\r"):
         line = line[:-1]
-    return _RUN.sub(lambda m: b"1" if m.group().strip(b"0") else m.group(), line)
+    if zeros:
+        return _RUN.sub(lambda m: b"1" if m.group().strip(b"0") else m.group(), line)
+    return _RUN.sub(b"1", line)
 
 
-def runs(text) -> list[tuple[int, int]]:
-    """The runs of non-zero digits of a line (str or bytes): (start, end) each."""
+def runs(text, zeros: bool = False) -> list[tuple[int, int]]:
+    """The runs of digits of a line (str or bytes) that its shape (its zero shape when `zeros`)
+    makes one '1': (start, end) each."""
     pat = _RUN if isinstance(text, bytes) else _RUN_TEXT
+    if not zeros:
+        return [m.span() for m in pat.finditer(text)]
     zero = b"0" if isinstance(text, bytes) else "0"
     return [m.span() for m in pat.finditer(text) if m.group().strip(zero)]
 
 
 def compact_at(rs: list[tuple[int, int]], pos: int) -> int | None:
-    """Place `pos` of a line (its runs of non-zero digits `rs`) in its shape; None when it falls
-    inside such a run (no place of the shape stands for it in every line)."""
+    """Place `pos` of a line (`rs`: the runs its shape makes one '1', `runs`) in its shape; None
+    when it falls inside such a run (no place of the shape stands for it in every line)."""
     extra = 0
     for a, b in rs:
         if b <= pos:
@@ -88,7 +93,7 @@ def compact_at(rs: list[tuple[int, int]], pos: int) -> int | None:
 
 
 def locate(rs: list[tuple[int, int]], c: int) -> int:
-    """Place `c` of a line's shape in the line (its runs of non-zero digits `rs`): scan.c's
+    """Place `c` of a line's shape in the line (`rs`: the runs its shape makes one '1'): scan.c's
     `locate`."""
     extra = 0
     for a, b in rs:
@@ -162,7 +167,7 @@ class Template:
 
     shape: bytes
     hash: int
-    kind: str                            # "lines" | "quiet" | "empty" | "rows" | "hinted" | "items"
+    kind: str                            # "lines" | "quiet" | "empty" | "rows" | "hinted" | "items" | "zero"
     state: int = -1                      # the pattern of their state it was learnt under (Shapes.pattern_key)
     mask: int = 0                        # which parsers those are (Shapes.masks)
     tokens: tuple = ()                   # (byte offset, byte length) of the tokens it reads
@@ -178,6 +183,10 @@ class Template:
     # ("state", index): that value of the state before the line.
     dynamic: bool = False
     sets: tuple = ()
+    # A zero shape (`shape` is one, tokens are placed in it); kind "zero": a shape whose lines are
+    # looked up by their zero shapes (what the parsers make of them depends on which numbers
+    # are zero).
+    zeros: bool = False
 
     @property
     def reads(self) -> bool:
@@ -211,6 +220,8 @@ class Table:
         self.tok_len = np.array([n for _, n in toks] or [0], dtype=np.int64)
         self.width = max([len(t.tokens) for t in templates] or [0])
         self.reads = np.array([t.reads for t in templates] or [False], dtype=bool)
+        self.redirect = np.array([t.kind == "zero" for t in templates] or [False], dtype=np.uint8)
+        self.zshape = np.array([t.zeros for t in templates] or [False], dtype=np.uint8)
         self.quiet = np.array([t.kind == "quiet" for t in templates] or [False], dtype=bool)
         self.state = np.array([t.state for t in templates] or [-1], dtype=np.int64)
         self.maskid = np.array([t.mask for t in templates] or [0], dtype=np.int64)
@@ -254,8 +265,15 @@ class Table:
 class Shapes:
     """The shapes learnt in one file, and what the parsers' states were when they were learnt."""
 
-    def __init__(self, dispatcher) -> None:
+    def __init__(self, dispatcher, kern=None) -> None:
+        self.kern = kern
         self.templates: list[Template] = []
+        # shapes whose lines are looked up by their zero shapes
+        self.zero_shapes: set[bytes] = set()
+        # the literals parsers look for that hold digits, as they read in a shape: a shape that
+        # holds one is another line's shape too that holds another number there
+        self._digit_literals = sorted({shape(t.encode()) for p in dispatcher.parsers
+                                       for t in (*p.hints, *(p.triggers or ())) if _DIGIT.search(t)})
         self.learnt = 0       # shapes learnt from the parsers (quiet ones not counted)
         self.hits = 0         # lines read from learnt shapes (the block reader counts them)
         self.known: set[int] = set()
@@ -352,13 +370,41 @@ class Shapes:
         pick = first[again][:room]
         return lines[pick], hashes[again][:room]
 
+    def zero_hash(self, raw: bytes) -> int:
+        """The hash of the zero shape of `raw`, as scan.c works it out."""
+        kern = self.kern
+        if kern is None:
+            from precdx.collectors.logs import native
+            kern = self.kern = native.kernels()
+        if kern is None:  # (only when no kernels: then no table is ever looked up)
+            return hash(shape(raw, True)) & 0xFFFFFFFFFFFFFFF or 1
+        return int(kern.shape_hash(raw, len(raw), 1))
+
+    def _redirect(self, raw: bytes, h: int) -> int:
+        """Look the lines of the shape of `raw` (hash `h`) up by their zero shapes from now on;
+        returns the hash of the zero shape of `raw`."""
+        d = shape(raw)
+        self.zero_shapes.add(d)
+        self.templates.append(Template(d, h, "zero"))
+        return self.zero_hash(raw)
+
+    def _digit_literal_in(self, sh: bytes) -> bool:
+        return any(lit in sh for lit in self._digit_literals)
+
     def quiet(self, raw: bytes, h: int) -> None:
-        """Remember the shape of `raw` (shape hash `h`), a line holding no trigger, as quiet."""
+        """Remember the shape of `raw` (shape hash `h`, of its zero shape when its shape is looked
+        up by zero shapes), a line holding no trigger, as quiet. A shape that holds a literal with
+        digits is another line's too that holds the literal: its zero shapes are remembered."""
         if h in self.known:
             return
         self.known.add(h)
         self._dirty = True
-        self.templates.append(Template(shape(raw), h, "quiet"))
+        zeros = shape(raw) in self.zero_shapes
+        if not zeros and self._digit_literal_in(shape(raw)):
+            h = self._redirect(raw, h)
+            self.known.add(h)
+            zeros = True
+        self.templates.append(Template(shape(raw, zeros), h, "quiet", zeros=zeros))
 
     def learn(self, dispatcher, raw: bytes, text: str, lineno: int, items: list, before: tuple, after: tuple,
               h: int) -> None:
@@ -369,10 +415,19 @@ class Shapes:
         self.learnt += 1
         self._dirty = True
         tpl = None
+        zeros = shape(raw) in self.zero_shapes  # `h` is then the zero shape's
         if not dispatcher.pending:
-            tpl = self._template(dispatcher, raw, text, lineno, items, before, after)
+            tpl = self._template(dispatcher, raw, text, lineno, items, before, after, zeros)
+            if not zeros and (tpl is None or self._digit_literal_in(tpl.shape)):
+                # what the parsers make of its lines may depend on which numbers are zero
+                ztpl = self._template(dispatcher, raw, text, lineno, items, before, after, True)
+                if ztpl is not None:
+                    h = self._redirect(raw, h)
+                    self.known.add(h)
+                    self.seen.discard(h)
+                    tpl, zeros = ztpl, True
         if tpl is None:
-            tpl = Template(shape(raw), h, "lines")
+            tpl = Template(shape(raw, zeros), h, "lines", zeros=zeros)
         tpl.hash = h
         tpl.mask = self._mask(text)
         tpl.state = self.pattern_key(tpl.mask, before)
@@ -380,7 +435,7 @@ class Shapes:
 
     # -- learning ------------------------------------------------------------------------------
     def _template(self, dispatcher, raw: bytes, text: str, lineno: int, items: list, before: tuple,
-                  after: tuple) -> Template | None:
+                  after: tuple, zeros: bool = False) -> Template | None:
         if raw.endswith(b"\r"):
             raw = raw[:-1]
         if text.encode("utf-8") != raw:
@@ -404,11 +459,13 @@ class Shapes:
             return None  # a digit outside every number (never seen; the variants would not test it)
         values = [[float(m.group()) for m in tokens]]
         # the tokens' places in the shape (of the text: for the variants; of the bytes: for scan.c)
-        t_runs, b_runs = runs(text), runs(raw)
+        t_runs, b_runs = runs(text, zeros), runs(raw, zeros)
         spans = [(compact_at(t_runs, m.start()), compact_at(t_runs, m.end())) for m in tokens]
         if any(a is None or b is None for a, b in spans):
             return None
-        variants = [self._variant(text, tokens) for _ in range(2)]
+        # (a shape: two with runs made zeros at random, one with all zeros, one with none)
+        variants = ([self._variant(text, tokens, True) for _ in range(2)] if zeros else
+                    [self._variant(text, tokens, False, p) for p in (0.5, 0.5, 1.0, 0.0)])
         if any(v is None for v in variants):
             return None
         # What the parsers make of each variant from the state before the line, and of the line
@@ -438,7 +495,7 @@ class Shapes:
                 or any(len(leaves(e)) != n_leaves for e in ends)):
             return None
         for v, _ in fed:
-            rs = runs(v)
+            rs = runs(v, zeros)
             try:
                 values.append([float(v[locate(rs, a):locate(rs, b)]) for a, b in spans])
             except ValueError:
@@ -448,7 +505,7 @@ class Shapes:
         used: dict[int, int] = {}  # token index -> column
         specs = []
         for group in zip(items, *got):
-            spec = _item_spec(group, texts, values, used, states)
+            spec = _item_spec(group, texts, values, used, states, zeros)
             if spec is None:
                 return None
             specs.append(spec)
@@ -457,7 +514,7 @@ class Shapes:
         for j, vals in enumerate(zip(leaves(after), *(leaves(e) for e in ends))):
             if all(_same(v, st[j]) for v, st in zip(vals, states)):
                 continue  # kept
-            how = _source(vals, texts, values, used)
+            how = _source(vals, texts, values, used, None, zeros)
             if how is None or how[0] == "slice":
                 return None
             sets.append((j, how))
@@ -475,8 +532,8 @@ class Shapes:
         offsets = tuple(offsets)
         if not items:
             if not dynamic:
-                return Template(shape(raw), 0, "empty")
-            return Template(shape(raw), 0, "items", tokens=offsets, dynamic=True, sets=tuple(sets))
+                return Template(shape(raw, zeros), 0, "empty", zeros=zeros)
+            return Template(shape(raw, zeros), 0, "items", tokens=offsets, dynamic=True, sets=tuple(sets), zeros=zeros)
         kind = "items"
         if len(items) == 1 and isinstance(items[0], Record) and not dynamic:
             attrs = specs[0][1]
@@ -487,30 +544,33 @@ class Shapes:
                 elif attrs["step"] == ("const", None) and attrs["step_hint"][0] == "const":
                     kind = "hinted"  # no step printed: in columns once the builder numbers them
         rec = items[0]
-        return Template(shape(raw), 0, kind, tokens=offsets, items=tuple(specs),
+        return Template(shape(raw, zeros), 0, kind, tokens=offsets, items=tuple(specs), zeros=zeros,
                         framework=rec.framework if isinstance(rec, Record) else "",
                         cumulative=bool(rec.skipped_cumulative) if isinstance(rec, Record) else False,
                         slices=any(how[0] == "slice" for _, attrs, _ in specs for how in attrs.values()),
                         dynamic=dynamic, sets=tuple(sets))
 
-    def _variant(self, text: str, tokens: list) -> str | None:
-        """`text` with every non-zero digit run of its tokens rewritten at random: another run
-        of non-zero digits, of a length drawn from 1 to 3 more than its own (an exponent's: 1 or
-        2), so that what is checked holds whatever the numbers' widths, as the shape does."""
+    def _variant(self, text: str, tokens: list, zeros: bool, p_zero: float = 0.5) -> str | None:
+        """`text` with the runs of digits of its tokens rewritten at random, each to a length drawn
+        from 1 to 3 more than its own (an exponent's: 1 or 2), so that what is checked holds
+        whatever the numbers' widths. For a zero shape (`zeros`), runs of zeros are kept and the
+        others stay non-zero; else each run is made zeros with probability `p_zero` (0: none),
+        so that it holds whatever numbers are zero."""
         parts, last = [], 0
         rng = self._rng
         for m in tokens:
             for run in _RUN_TEXT.finditer(text, m.start(), m.end()):
                 digits = run.group()
-                if not digits.strip("0"):
+                if zeros and not digits.strip("0"):
                     continue
                 n = len(digits)
                 a = run.start()
                 exponent = text[a - 1:a] in ("e", "E") or (text[a - 1:a] in ("+", "-") and text[a - 2:a - 1] in ("e", "E"))
+                zero = not zeros and rng.random() < p_zero
                 for _ in range(20):
                     w = rng.randint(1, 2) if exponent else rng.randint(1, n + 3)
-                    new = f"{rng.randrange(10 ** w):0{w}d}"
-                    if new != digits and new.strip("0"):
+                    new = "0" * w if zero else f"{rng.randrange(10 ** w):0{w}d}"
+                    if new != digits and (zero or new.strip("0")):
                         break
                 else:
                     return None
@@ -529,7 +589,7 @@ def _same(a, b) -> bool:
 
 
 def _source(vals: tuple, texts: list[str], values: list[list[float]], used: dict[int, int],
-            states: list[list] | None = None):
+            states: list[list] | None = None, zeros: bool = False):
     """How a field's value (in the line and its variants) follows from the line or the state
     before it: ("const", v), ("tok", column, is_int), ("slice", start, end) or ("state", index);
     None when it does not."""
@@ -552,12 +612,12 @@ def _source(vals: tuple, texts: list[str], values: list[list[float]], used: dict
         at = texts[0].find(a)
         if at < 0:
             return None
-        rs = runs(texts[0])
+        rs = runs(texts[0], zeros)
         ca, cb = compact_at(rs, at), compact_at(rs, at + len(a))
         if ca is None or cb is None:
             return None
         for t, v in zip(texts[1:], vals[1:]):
-            rt = runs(t)
+            rt = runs(t, zeros)
             if t[locate(rt, ca):locate(rt, cb)] != v:
                 return None
         return ("slice", ca, cb)  # places in the shape (of the text)
@@ -565,14 +625,14 @@ def _source(vals: tuple, texts: list[str], values: list[list[float]], used: dict
 
 
 def _item_spec(group: tuple, texts: list[str], values: list[list[float]], used: dict[int, int],
-               states: list[list] | None = None):
+               states: list[list] | None = None, zeros: bool = False):
     first = group[0]
     if any(type(it) is not type(first) for it in group):
         return None
     names = _RECORD if isinstance(first, Record) else _EVENT
     attrs = {}
     for name in names:
-        how = _source(tuple(getattr(it, name) for it in group), texts, values, used, states)
+        how = _source(tuple(getattr(it, name) for it in group), texts, values, used, states, zeros)
         if how is None:
             return None
         attrs[name] = how
@@ -582,7 +642,7 @@ def _item_spec(group: tuple, texts: list[str], values: list[list[float]], used: 
         if any(list(it.extra) != keys for it in group):
             return None
         for key in keys:
-            how = _source(tuple(it.extra[key] for it in group), texts, values, used, states)
+            how = _source(tuple(it.extra[key] for it in group), texts, values, used, states, zeros)
             if how is None or how[0] == "slice":
                 return None
             extra[key] = how
@@ -596,7 +656,7 @@ def make_items(tpl: Template, line: int, row: np.ndarray, text: str | None, stat
     if makers is None:
         makers = tpl.makers = [_maker(spec) for spec in tpl.items]
     vals = row.tolist()
-    rs = runs(text) if tpl.slices else None
+    rs = runs(text, tpl.zeros) if tpl.slices else None
     out = []
     for cls, const, toks, cuts, reads, extra_const, extra_toks, extra_reads in makers:
         kw = dict(const)

@@ -49,29 +49,31 @@ def _hash(kern, line: bytes) -> int:
 
 
 def test_shape_reference() -> None:
-    assert shape(b"step: 12  loss: 0.0500 lr=1.0e-05 nan.0\r") == b"step: 1  loss: 0.1 lr=1.0e-1 nan.0"
-    assert shape(b"iteration 0/ 100 |") == b"iteration 0/ 1 |"
-    assert shape(b"t=000 x=1000") == b"t=000 x=1"  # runs of zeros keep their length
+    line = b"step: 12  loss: 0.0500 lr=1.0e-05 nan.0\r"
+    assert shape(line) == b"step: 1  loss: 1.1 lr=1.1e-1 nan.1"
+    assert shape(line, zeros=True) == b"step: 1  loss: 0.1 lr=1.0e-1 nan.0"  # runs of zeros kept as they are
+    assert shape(b"iteration 0/ 100 |") == b"iteration 1/ 1 |"
+    assert shape(b"t=000 x=1000", zeros=True) == b"t=000 x=1"
 
 
 @hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
 @hypothesis.given(line=st.lists(st.sampled_from(["0", "00", "7", "12", "9999", " ", ".", "e", "-", "é", "ab"]),
                                 max_size=40))
 def test_places_map_between_a_line_and_its_shape(line) -> None:
-    """compact_at and locate are inverse at every place outside a run of non-zero digits, and a
-    place of the shape stands for the same bytes in every line of it."""
+    """compact_at and locate are inverse at every place outside a run the shape makes one '1'
+    (of a shape and of a zero shape), and a place of the shape stands for the same byte."""
     text = "".join(line)
-    rs = shapes.runs(text)
-    inside = {k for a, b in rs for k in range(a + 1, b)}
-    sh = shape(text.encode()).decode()
-    for pos in range(len(text) + 1):
-        c = shapes.compact_at(rs, pos)
-        if pos in inside:
-            assert c is None
-            continue
-        assert shapes.locate(rs, c) == pos
-        assert sh[c:c + 1] == (text[pos:pos + 1] if not text[pos:pos + 1].isdigit() or pos not in
-                               {a for a, _ in rs} else "1")
+    for zeros in (False, True):
+        rs = shapes.runs(text, zeros)
+        inside = {k for a, b in rs for k in range(a + 1, b)}
+        sh = shape(text.encode(), zeros).decode()
+        for pos in range(len(text) + 1):
+            c = shapes.compact_at(rs, pos)
+            if pos in inside:
+                assert c is None
+                continue
+            assert shapes.locate(rs, c) == pos
+            assert sh[c:c + 1] == ("1" if pos in {a for a, _ in rs} else text[pos:pos + 1])
 
 
 @hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
@@ -91,12 +93,20 @@ def test_compiled_shape_is_the_reference(line, cut) -> None:
     tpl = Template(shape(raw), h, "lines")
     _, tid = _lookup(kern, [raw], [tpl])
     assert tid[0] == 0
+    # looked up by its zero shape when its shape says so
+    zh = int(kern.shape_hash(raw, len(raw), 1))
+    ztpl = Template(shape(raw, True), zh, "lines", zeros=True)
+    hashes, tid = _lookup(kern, [raw], [Template(shape(raw), h, "zero"), ztpl])
+    assert (int(hashes[0]), int(tid[0])) == (zh, 1)
     if raw:
         k = cut % len(raw)
         c = raw[k:k + 1]
         other = raw[:k] + (b"x" if not c.isdigit() else b"0" if c != b"0" else b"5") + raw[k + 1:]
         if shape(other) != shape(raw):
             _, tid = _lookup(kern, [other], [tpl])
+            assert tid[0] == -1, (raw, other)
+        if shape(other, True) != shape(raw, True):
+            _, tid = _lookup(kern, [other], [Template(shape(raw), h, "zero"), ztpl])
             assert tid[0] == -1, (raw, other)
 
 
@@ -105,9 +115,9 @@ def test_lines_of_one_shape_share_a_hash(kern) -> None:
     assert shape(a) == shape(b) and _hash(kern, a) == _hash(kern, b)
     wide = b"[1:10:1] step: 123456 loss: 12.5 lr=3.14159e-4"  # numbers of other widths: the same shape
     assert shape(wide) == shape(a) and _hash(kern, wide) == _hash(kern, a)
-    assert shape(b"[12:10:01] step: 10 loss: 2.5 lr=3.0e-04") != shape(a)  # a run of zeros is kept
-    c = b"[12:10:01] step: 10 loss: 0.0 lr=3.1e-04"  # a zero value is another shape
-    assert shape(c) != shape(a)
+    assert shape(b"[12:10:01] step: 10 loss: 2.5 lr=3.0e-04", True) != shape(a, True)  # runs of zeros kept
+    c = b"[12:10:01] step: 10 loss: 0.0 lr=3.1e-04"  # a zero value: another zero shape, the same shape
+    assert shape(c) == shape(a) and shape(c, True) != shape(a, True)
     assert _hash(kern, a + b"\r") == _hash(kern, a)  # the reader drops a trailing CR
 
 
@@ -209,8 +219,8 @@ def _learn(lines: list[str], parsers=None) -> tuple[Shapes, list[list]]:
 def _row(tpl: Template, line: str) -> np.ndarray:
     """The token values of `line` (of the shape of `tpl`) as scan.c reads them."""
     raw = line.encode()
-    assert shape(raw) == tpl.shape
-    rs = shapes.runs(raw)
+    assert shape(raw, tpl.zeros) == tpl.shape
+    rs = shapes.runs(raw, tpl.zeros)
     return np.array([float(raw[shapes.locate(rs, at):shapes.locate(rs, at + n)]) for at, n in tpl.tokens] or [np.nan])
 
 
@@ -337,8 +347,8 @@ def test_real_excerpts_learn_shapes(tmp_path: Path, kern, monkeypatch) -> None:
     learnt: list[Shapes] = []
 
     class Spy(Shapes):
-        def __init__(self, d) -> None:
-            super().__init__(d)
+        def __init__(self, d, kern=None) -> None:
+            super().__init__(d, kern)
             learnt.append(self)
 
     monkeypatch.setattr(blocks, "Shapes", Spy)
