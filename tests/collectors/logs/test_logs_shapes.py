@@ -372,3 +372,82 @@ def test_shapes_off_without_kernels(tmp_path: Path, monkeypatch) -> None:
     _assert_same(_write(tmp_path, lines), 1 << 22)
     assert made == []
 
+
+
+def test_lines_read_differently_when_a_number_is_zero_are_looked_up_by_zero_shapes() -> None:
+    """A checkpoint line at iteration 0 is a load, later a resume: its shape is looked up by zero
+    shapes from then on. A line holding a literal with digits (the event parser's "t >= 0 && t <
+    n_classes") is too, quiet or not: another number there makes it another line."""
+    lines = ["successfully loaded checkpoint from /ckpt at iteration 7",
+             "successfully loaded checkpoint from /ckpt at iteration 0",
+             "Assertion `t >= 0 && t < n_classes` failed.",
+             "[2025-01-01 10:00:01,123] [INFO] [logging.py:96:log_dist] [Rank 0] step=5, skipped=0, lr=[1.0e-05]"]
+    sh, outs = _learn(lines)
+    assert [o[0].kind for o in outs[:3]] == ["checkpoint_resume", "checkpoint_load", "index_out_of_range"]
+    kinds = [(t.kind, t.zeros) for t in sh.templates]
+    assert kinds[:3] == [("zero", False), ("items", True), ("items", True)]  # resume, then load, by zero shape
+    assert kinds[3:] == [("zero", False), ("items", True), ("rows", False)]  # (DeepSpeed: zero or not alike)
+    assert shape(lines[0].encode()) in sh.zero_shapes and shape(lines[3].encode()) not in sh.zero_shapes
+    # a line without triggers that holds a trigger's shape (the trigger holding digits)
+
+    class Code(LineParser):
+        name, hints = "code", ("code 0 ",)
+
+        def feed(self, text, lineno):
+            return None
+
+    assert shapes.shape_safe("code 0 ")
+    sh = Shapes(Dispatcher([Code()]))
+    sh.quiet(b"exit code 5 here", 11)
+    assert [(t.kind, t.zeros) for t in sh.templates] == [("zero", False), ("quiet", True)]
+    assert sh.templates[1].shape == b"exit code 1 here"
+    sh.quiet(b"nothing 5 here", 12)
+    assert [(t.kind, t.zeros) for t in sh.templates][2:] == [("quiet", False)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_numbers_turning_zero_and_changing_width(tmp_path: Path, kern, monkeypatch, threads) -> None:
+    """Lines of one shape whose numbers change width and turn zero, checkpoint lines at iteration
+    0 and later, and assertion lines with other numbers than the event parser's literal, mixed:
+    the block reader gives the per-line reader's result, reading most lines from their shapes."""
+    monkeypatch.setattr(blocks, "THREADS", threads)
+    lines = []
+    for k in range(1, 600):
+        lines.append(f"[titan] 2025-01-01 10:{k % 60:02d}:{k % 7:02d},{k % 1000:03d} - root - INFO - step: {k}  "
+                     f"loss: {(k % 13) / 3:.{k % 4}f}  grad_norm: {k % 5}.{k % 3}  memory:  1.11GiB(1.11%)  mfu: 1.2%")
+        if k % 5 == 0:
+            lines.append(f"successfully loaded checkpoint from /ckpt at iteration {k % 3 * k}")
+        if k % 7 == 0:
+            lines.append(f"Assertion `t >= {k % 2} && t < n_classes` failed.")
+        if k % 3 == 0:
+            lines.append(f"  {k % 100:3d}%|#   | {k}/{600 * (k % 2)} [00:{k % 60:02d}<00:00, {k % 10}.00it/s]")
+            lines.append(f"{{'loss': {k % 3}.{k}, 'grad_norm': {k % 2}.0, 'learning_rate': {k}e-0{k % 9}, "
+                         f"'epoch': {k / 400:.2f}}}")
+    path = _write(tmp_path, lines)
+    for block in (1 << 22, 2048):
+        stats = _assert_same(path, block)
+    assert stats.columnar > len(lines) // 2
+
+
+def _runs_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_runs", Path(__file__).resolve().parents[3] / "bench" / "runs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+RUNS = _runs_module()
+
+
+@pytest.mark.parametrize("name", sorted(RUNS.RUNS))
+def test_generated_long_runs(tmp_path: Path, kern, name) -> None:
+    """bench/runs.py's long run of each framework (numbers of every width, zeros, events among the
+    steps): the same as the per-line reader, in two block sizes, read mostly from shapes."""
+    path = tmp_path / f"{name}.log"
+    n = RUNS.write_run(name, path, 0.25)
+    for block in (1 << 22, 8192):
+        stats = _assert_same(path, block)
+    if name != "olmo":  # (its records span lines: read per line)
+        assert stats.columnar > n // 2, (stats.columnar, n)
