@@ -402,9 +402,16 @@ class _Reader:
         lists()
         # New shapes with many lines in the block: when one is learnt here, its later lines are
         # looked up again at once (that costs a pass over the block's remaining lines).
-        hs, hn = np.unique(np.array(rhash, dtype=np.uint64), return_counts=True)
+        rh_arr, res_arr = np.array(rhash, dtype=np.uint64), scan.residual
+        hs, hn = np.unique(rh_arr, return_counts=True)
         many = set(hs[(hn >= RELOOK) & (hs != 0)].tolist())
         learnt: set[int] = set()  # such shapes learnt in this block
+
+        def worth(h: int, i: int) -> bool:
+            """Whether enough lines of shape `h` are left in the block after line `i` to look
+            them up again (a pass over the lines left, against ~15 us a line read per line)."""
+            left = int(np.count_nonzero(res_arr[rh_arr == np.uint64(h)] > i))
+            return left >= max(RELOOK, (len(res) - pos) // 256)
 
         def per_line(i: int, h: int = 0) -> None:
             raw = body[int(starts[i]):int(nl[i])]
@@ -426,7 +433,7 @@ class _Reader:
                 if learn:
                     shapes.learn(disp, bytes(raw), text, first + i, got, before,
                                  self.state if self.state is not None else fingerprint(disp.parsers), h)
-                    if h in many and shapes.templates[-1].reads:
+                    if h in many and shapes.templates[-1].reads and worth(h, i):
                         learnt.add(h)
 
         columns: dict[str, list[Rows]] = {}  # records in columns, per framework

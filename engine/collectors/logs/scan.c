@@ -456,6 +456,61 @@ static int long_decimal(const uint8_t *s, int64_t n, double *out) {
     return 1;
 }
 
+/* A token [s, s+n) read as pdx_number reads it (no copy; a token holds no space or pipe): 1
+ * and *out when it is [+-]digits[.digits][(e|E)[+-]digits] (or .digits) with at most 15
+ * significant digits and a power of ten within 10^+-22, read exactly; else 0. */
+static int token_value(const uint8_t *s, int64_t n, double *out) {
+    const uint8_t *p = s, *e = s + n;
+    int neg = 0;
+    if (p < e && (*p == '+' || *p == '-')) {
+        neg = *p == '-';
+        p++;
+    }
+    uint64_t m = 0;
+    int nd = 0, exp10 = 0, any = 0;
+    while (p < e && DIGIT(*p)) {
+        any = 1;
+        if (m != 0 || *p != '0') {
+            if (++nd > 15) return 0;
+            m = m * 10 + (uint64_t)(*p - '0');
+        }
+        p++;
+    }
+    if (p < e && *p == '.') {
+        p++;
+        while (p < e && DIGIT(*p)) {
+            any = 1;
+            if (m != 0 || *p != '0') {
+                if (++nd > 15) return 0;
+                m = m * 10 + (uint64_t)(*p - '0');
+            }
+            exp10--;
+            p++;
+        }
+    }
+    if (!any) return 0;
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        int eneg = 0;
+        if (p < e && (*p == '+' || *p == '-')) {
+            eneg = *p == '-';
+            p++;
+        }
+        if (p >= e || !DIGIT(*p)) return 0;
+        int x = 0;
+        while (p < e && DIGIT(*p)) {
+            if (x < 100000) x = x * 10 + (*p - '0');
+            p++;
+        }
+        exp10 += eneg ? -x : x;
+    }
+    if (p != e) return 0;
+    if (m != 0 && (exp10 < -22 || exp10 > 22)) return 0;
+    double v = m == 0 ? 0.0 : exp10 < 0 ? (double)m / P10[-exp10] : (double)m * P10[exp10];
+    *out = neg ? -v : v;
+    return 1;
+}
+
 /* The runs of digits of [s, e) that its shape (its zero shape when `zeros`) makes one '1': where
  * each starts in that shape (cpos) and the number of digits it has past its first (cum: the sum
  * of those of the runs before it and of itself). Returns the number of runs, or -1 when there
@@ -527,7 +582,7 @@ void pdx_values(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
             const uint8_t *p = s + a;
             int64_t len = z - a;
             double *o = out + i * width + j;
-            if (pdx_number(p, len, o)) continue;
+            if (token_value(p, len, o)) continue;
             if (!long_decimal(p, len, o)
                 || (!memchr(p, '.', (size_t)len) && !memchr(p, 'e', (size_t)len) && !memchr(p, 'E', (size_t)len)
                     && (*o >= 9007199254740992.0 || *o <= -9007199254740992.0))) {

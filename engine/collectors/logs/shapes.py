@@ -34,6 +34,7 @@ digit values) learns no shapes.
 """
 from __future__ import annotations
 
+import bisect
 import copy
 import math
 import random
@@ -95,13 +96,18 @@ def compact_at(rs: list[tuple[int, int]], pos: int) -> int | None:
 def locate(rs: list[tuple[int, int]], c: int) -> int:
     """Place `c` of a line's shape in the line (`rs`: the runs its shape makes one '1'): scan.c's
     `locate`."""
-    extra = 0
+    return locator(rs)(c)
+
+
+def locator(rs: list[tuple[int, int]]):
+    """`locate` for one line, for many places: the runs' places in the shape worked out once."""
+    starts, cum, extra = [], [0], 0
     for a, b in rs:
-        if a - extra < c:
-            extra += b - a - 1
-        else:
-            break
-    return c + extra
+        starts.append(a - extra)
+        extra += b - a - 1
+        cum.append(extra)
+    bl = bisect.bisect_left
+    return lambda c: c + cum[bl(starts, c)]
 
 
 def shape_safe(literal: str) -> bool:
@@ -281,6 +287,8 @@ class Shapes:
         self.table = Table([])
         self._dirty = False
         self._rng = random.Random(1729)
+        self._pool = "".join(self._rng.choice("0123456789") for _ in range(8192))
+        self._twin_cache = None
         self._silent = np.zeros(0, dtype=np.uint64)  # shapes of trigger-less lines seen once
         # What a line of a shape depends on: the state of the parsers it is fed to (every parser
         # without hints, those whose hints it holds, the fallback ones; the same for every line
@@ -471,7 +479,8 @@ class Shapes:
         # What the parsers make of each variant from the state before the line, and of the line
         # itself from that state with its numbers changed (when the line moves the state or an
         # item reads it, both must follow from the line and the state before it).
-        twin = copy.deepcopy(dispatcher)
+        twin = self._twin(dispatcher)
+        self._twin_cache = None  # (given back below unless a run leaves it mid-record or failing)
         keeping = [p for p in twin.parsers if not (p.pure or p.stateless)]
         flat0 = leaves(before)
         other = [(x + 1 + self._rng.randrange(1000)) * (1 if x >= 0 else -1) if type(x) is int
@@ -490,14 +499,15 @@ class Shapes:
                 return None
             got.append(out)
             ends.append(fingerprint(twin.parsers))
+        self._twin_cache = twin
         n_leaves = len(flat0)
         if (any(len(out) != len(items) for out in got) or len(leaves(after)) != n_leaves
                 or any(len(leaves(e)) != n_leaves for e in ends)):
             return None
         for v, _ in fed:
-            rs = runs(v, zeros)
+            loc = locator(runs(v, zeros))
             try:
-                values.append([float(v[locate(rs, a):locate(rs, b)]) for a, b in spans])
+                values.append([float(v[loc(a):loc(b)]) for a, b in spans])
             except ValueError:
                 return None
         texts = [text] + [v for v, _ in fed]
@@ -550,6 +560,22 @@ class Shapes:
                         slices=any(how[0] == "slice" for _, attrs, _ in specs for how in attrs.values()),
                         dynamic=dynamic, sets=tuple(sets))
 
+    def _twin(self, dispatcher):
+        """A copy of `dispatcher` to feed variants to, in its state (kept from one learning to the
+        next and put in the state of the day; copied anew when it cannot be)."""
+        twin = self._twin_cache
+        if twin is not None:
+            try:
+                for tp, p in zip(twin.parsers, dispatcher.parsers):
+                    if not (p.pure or p.stateless):
+                        now = p.state()
+                        if tp.state() != now:
+                            tp.set_state(now)
+                return twin
+            except Exception:  # noqa: BLE001 - a parser whose state cannot be set: copy
+                pass
+        return copy.deepcopy(dispatcher)
+
     def _variant(self, text: str, tokens: list, zeros: bool, p_zero: float = 0.5) -> str | None:
         """`text` with the runs of digits of its tokens rewritten at random, each to a length drawn
         from 1 to 3 more than its own (an exponent's: 1 or 2), so that what is checked holds
@@ -557,7 +583,8 @@ class Shapes:
         others stay non-zero; else each run is made zeros with probability `p_zero` (0: none),
         so that it holds whatever numbers are zero."""
         parts, last = [], 0
-        rng = self._rng
+        rnd = self._rng.random
+        pool, size = self._pool, len(self._pool) - 32
         for m in tokens:
             for run in _RUN_TEXT.finditer(text, m.start(), m.end()):
                 digits = run.group()
@@ -566,14 +593,18 @@ class Shapes:
                 n = len(digits)
                 a = run.start()
                 exponent = text[a - 1:a] in ("e", "E") or (text[a - 1:a] in ("+", "-") and text[a - 2:a - 1] in ("e", "E"))
-                zero = not zeros and rng.random() < p_zero
-                for _ in range(20):
-                    w = rng.randint(1, 2) if exponent else rng.randint(1, n + 3)
-                    new = "0" * w if zero else f"{rng.randrange(10 ** w):0{w}d}"
-                    if new != digits and (zero or new.strip("0")):
-                        break
+                w = (1 + int(rnd() * 2)) if exponent else (1 + int(rnd() * (n + 3)))
+                if not zeros and rnd() < p_zero:
+                    new = "0" * w
+                    if new == digits:
+                        new += "0"
                 else:
-                    return None
+                    at = int(rnd() * size)
+                    new = pool[at:at + w]  # random digits
+                    if not new.strip("0"):
+                        new = new[:-1] + "7"
+                    if new == digits:
+                        new = new[:-1] + ("1" if new[-1] != "1" else "2")
                 parts += [text[last:a], new]
                 last = run.end()
         parts.append(text[last:])
