@@ -339,14 +339,13 @@ class _Reader:
         # the others are looked at for triggers.
         table = self.shapes.table
         address = a.ctypes.data
-        hashes, tid = native.shapes(self.kern, address, starts, nl, others, table)
+        hashes, tid, tv, slow = native.shapes(self.kern, address, starts, nl, others, table, values=True)
         known = tid >= 0
         reads = np.zeros(others.size, dtype=bool)
         reads[known] = table.reads[tid[known]]
         quiet = np.zeros(others.size, dtype=bool)  # shapes no parser looks at
         quiet[known] = table.quiet[tid[known]]
-        tl, tt = others[reads], tid[reads]
-        tv, slow = native.values(self.kern, address, starts, nl, tl, tt, table)
+        tl, tt, tv, slow = others[reads], tid[reads], tv[reads], slow[reads]
         per_line = np.concatenate([others[known & ~reads & ~quiet], tl[slow]])
         if slow.any():
             tl, tt, tv = tl[~slow], tt[~slow], tv[~slow]
@@ -662,14 +661,13 @@ class _Reader:
         if new.size == 0:
             return
         idx = scan.residual[new]
-        _, tid = native.shapes(self.kern, scan.address, scan.starts, scan.nl, idx, table)
+        _, tid, tv, slow = native.shapes(self.kern, scan.address, scan.starts, scan.nl, idx, table, values=True)
         known = tid >= 0
         if not known.any():
             return
         reads = np.zeros(idx.size, dtype=bool)
         reads[known] = table.reads[tid[known]]
-        tl, tt = idx[reads], tid[reads]
-        tv, slow = native.values(self.kern, scan.address, scan.starts, scan.nl, tl, tt, table)
+        tl, tt, tv, slow = idx[reads], tid[reads], tv[reads], slow[reads]
         tl, tt, tv = tl[~slow], tt[~slow], tv[~slow]
         rh[new[known]] = 0  # known now: read per line (a shape read per line, or a slow value) or from it
         drop = np.isin(scan.residual, tl)

@@ -55,7 +55,8 @@ class Kernels:
         self.shapes = lib.pdx_shapes
         self.shapes.restype = None
         self.shapes.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, ctypes.c_int64, _u64p, _i32p, ctypes.c_int64,
-                                ctypes.c_char_p, _i64p, _u8p, _u64p, _i32p]
+                                ctypes.c_char_p, _i64p, _u8p, _u64p, _i32p, _u8p, _i64p, _i64p, _i64p, ctypes.c_int64,
+                                _f64p, _u8p]
         self.shape_hash = lib.pdx_shape_hash
         self.shape_hash.restype = ctypes.c_uint64
         self.shape_hash.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int]
@@ -152,19 +153,26 @@ def ptr(a, kind=_i64p):
     return a.ctypes.data_as(kind)
 
 
-def shapes(kern: Kernels, address: int, starts, ends, idx, table):
+def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool = False):
     """(hashes, shape numbers) of lines `idx` of a block (see scan.c: pdx_shapes; `table` a
-    shapes.Table)."""
+    shapes.Table); with `values`, also (values, slow) of those of shapes that read them, in the
+    same pass (as `values` gives them; rows of other lines left NaN)."""
     import numpy as np
 
     n = int(idx.size)
     hashes = np.empty(n, dtype=np.uint64)
     tid = np.empty(n, dtype=np.int32)
+    out = slow = None
+    if values:
+        out = np.full((n, max(1, table.width)), np.nan)
+        slow = np.zeros(n, dtype=np.uint8)
     if n:
         kern.shapes(address, ptr(starts), ptr(ends), ptr(idx), n, ptr(table.keys, _u64p), ptr(table.vals, _i32p),
                     table.mask, table.skel, ptr(table.skel_off), ptr(table.redirect, _u8p), ptr(hashes, _u64p),
-                    ptr(tid, _i32p))
-    return hashes, tid
+                    ptr(tid, _i32p), ptr(table.reads, _u8p), ptr(table.tok_off), ptr(table.tok_at), ptr(table.tok_len),
+                    out.shape[1] if values else 0, ptr(out, _f64p) if values else None,
+                    ptr(slow, _u8p) if values else None)
+    return (hashes, tid, out, slow.view(bool)) if values else (hashes, tid)
 
 
 def values(kern: Kernels, address: int, starts, ends, idx, tid, table):

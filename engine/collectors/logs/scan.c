@@ -327,21 +327,34 @@ static uint64_t mix(uint64_t h, uint64_t x) {
     return h ^ (h >> 29);
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && (defined(__GNUC__) || defined(__clang__))
+#define FIRST_BYTE(mask) (__builtin_ctzll(mask) >> 3)  /* the lowest flagged byte of a word */
+#else
+#define FIRST_BYTE(mask) 0
+#endif
+
 /* The shape of [s, e) (its zero shape when `zeros`) into buf (e - s <= SHAPE_MAX), its length in
- * *m, and its hash (never 0; a zero shape's differs from a shape's of the same bytes). */
-static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf, int64_t *m, int zeros) {
-    int64_t n = e - s, i = 0, o = 0;
+ * *m, and its hash (never 0; a zero shape's differs from a shape's of the same bytes). When
+ * `cpos` is given, the runs made one '1' as shape_runs gives them, their number in *nruns (-1
+ * when more than RUNS_MAX). */
+static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf, int64_t *m, int zeros,
+                         int64_t *cpos, int64_t *cum, int64_t *nruns) {
+    int64_t n = e - s, i = 0, o = 0, r = 0, extra = 0;
     while (i < n) {
-        if (i + 8 <= n) {  /* 8 bytes without a digit are copied as they are */
-            uint64_t w, y;
+        if (i + 8 <= n) {  /* bytes before the first digit of the next 8 are copied as they are */
+            uint64_t w, y, d;
             memcpy(&w, s + i, 8);
             y = w ^ UINT64_C(0x3030303030303030);  /* a digit's byte becomes 0..9 */
-            if (!((y - UINT64_C(0x0A0A0A0A0A0A0A0A)) & ~y & UINT64_C(0x8080808080808080))) {
-                memcpy(buf + o, &w, 8);
+            d = (y - UINT64_C(0x0A0A0A0A0A0A0A0A)) & ~y & UINT64_C(0x8080808080808080);
+            memcpy(buf + o, &w, 8);
+            if (!d) {
                 i += 8;
                 o += 8;
                 continue;
             }
+            int64_t k = FIRST_BYTE(d);  /* (exact for the lowest flagged byte) */
+            i += k;
+            o += k;
         }
         uint8_t c = s[i];
         if (!DIGIT(c)) {
@@ -353,6 +366,14 @@ static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf, int64
         int nz = 0;
         while (j < n && DIGIT(s[j])) nz |= s[j++] != '0';
         if (nz || !zeros) {
+            if (cpos) {
+                if (r < RUNS_MAX) {
+                    cpos[r] = o;
+                    extra += j - i - 1;
+                    cum[r] = extra;
+                }
+                r++;
+            }
             buf[o++] = '1';
         } else {
             memset(buf + o, '0', (size_t)(j - i));
@@ -360,6 +381,7 @@ static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf, int64
         }
         i = j;
     }
+    if (nruns) *nruns = r <= RUNS_MAX ? r : -1;
     *m = o;
     uint64_t h = mix(zeros ? UINT64_C(0x13198A2E03707344) : UINT64_C(0x243F6A8885A308D3), (uint64_t)o), w;
     for (i = 0; i + 8 <= o; i += 8) {
@@ -381,7 +403,7 @@ uint64_t pdx_shape_hash(const uint8_t *s, int64_t n, int zeros) {
     if (n > 0 && s[n - 1] == '\r') n--;
     if (n > SHAPE_MAX) return 0;
     int64_t m;
-    return shape_of(s, s + n, buf, &m, zeros);
+    return shape_of(s, s + n, buf, &m, zeros, NULL, NULL, NULL);
 }
 
 /* Shape `h` (of bytes buf[0:m]) in a table of known shapes: an open-addressing table of mask + 1
@@ -395,32 +417,6 @@ static int32_t find_shape(uint64_t h, const uint8_t *buf, int64_t m, const uint6
         if (keys[slot] != h) continue;
         int32_t t = vals[slot];
         if (skel_off[t + 1] - skel_off[t] == m && !memcmp(skel + skel_off[t], buf, (size_t)m)) return t;
-    }
-}
-
-/* The shapes of lines idx[0:n] looked up in a table of known shapes (see find_shape): a line's
- * shape, and when the table has it as depending on zeros (zero[t]), its zero shape. hashes[i]:
- * the hash of the one looked up last (0: too long for a shape); tid[i]: its number, or -1 when
- * not in the table. */
-void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t n,
-                const uint64_t *keys, const int32_t *vals, int64_t mask, const uint8_t *skel,
-                const int64_t *skel_off, const uint8_t *zero, uint64_t *hashes, int32_t *tid) {
-    uint8_t buf[SHAPE_MAX];
-    for (int64_t i = 0; i < n; i++) {
-        const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
-        if (e > s && e[-1] == '\r') e--;
-        tid[i] = -1;
-        hashes[i] = 0;
-        if (e - s > SHAPE_MAX) continue;
-        int64_t m;
-        uint64_t h = shape_of(s, e, buf, &m, 0);
-        int32_t t = find_shape(h, buf, m, keys, vals, mask, skel, skel_off);
-        if (t >= 0 && zero[t]) {
-            h = shape_of(s, e, buf, &m, 1);
-            t = find_shape(h, buf, m, keys, vals, mask, skel, skel_off);
-        }
-        hashes[i] = h;
-        tid[i] = t;
     }
 }
 
@@ -557,12 +553,31 @@ static int64_t locate(int64_t c, const int64_t *cpos, const int64_t *cum, int64_
     return c + (lo ? cum[lo - 1] : 0);
 }
 
-/* The numbers of lines idx[0:n] of known shapes tid[0:n]: shape t's numbers are its tokens
- * tok_off[t] .. tok_off[t+1]-1, token k being the tok_len[k] bytes of the shape at tok_at[k]
- * (mapped to the line: `locate`; zero[t]: shape t is a zero shape). out[i*width + j]: token j of line i read exactly as float()
- * reads it; slow[i] = 1 when one of them is not (the line goes to the parsers): a token read
- * neither here nor by long_decimal, or an integer of 2^53 or more (a double may not hold it
- * and the parsers may read it as an int). */
+/* The tokens of line [s, e) of shape t (runs as shape_runs gives them) into out[0..]: shape t's
+ * tokens are tok_off[t] .. tok_off[t+1]-1, token k being the tok_len[k] bytes of the shape at
+ * tok_at[k] (mapped to the line: `locate`), each read exactly as float() reads it. 0 when one
+ * is not (the line goes to the parsers): a token read neither by token_value nor by
+ * long_decimal, or an integer of 2^53 or more (a double may not hold it and the parsers may
+ * read it as an int). */
+static int read_tokens(const uint8_t *s, int32_t t, const int64_t *tok_off, const int64_t *tok_at,
+                       const int64_t *tok_len, const int64_t *cpos, const int64_t *cum, int64_t nruns, double *out) {
+    for (int64_t k = tok_off[t], j = 0; k < tok_off[t + 1]; k++, j++) {
+        int64_t a = locate(tok_at[k], cpos, cum, nruns), z = locate(tok_at[k] + tok_len[k], cpos, cum, nruns);
+        const uint8_t *p = s + a;
+        int64_t len = z - a;
+        double *o = out + j;
+        if (token_value(p, len, o)) continue;
+        if (!long_decimal(p, len, o)
+            || (!memchr(p, '.', (size_t)len) && !memchr(p, 'e', (size_t)len) && !memchr(p, 'E', (size_t)len)
+                && (*o >= 9007199254740992.0 || *o <= -9007199254740992.0)))
+            return 0;
+    }
+    return 1;
+}
+
+/* The numbers of lines idx[0:n] of known shapes tid[0:n] (zero[t]: shape t is a zero shape):
+ * out[i*width + j] token j of line i (read_tokens); slow[i] = 1 when a token is not read (or
+ * the line has more than RUNS_MAX runs). */
 void pdx_values(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, const int32_t *tid,
                 int64_t n, const int64_t *tok_off, const int64_t *tok_at, const int64_t *tok_len, const uint8_t *zero,
                 int64_t width, double *out, uint8_t *slow) {
@@ -573,22 +588,41 @@ void pdx_values(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
         slow[i] = 0;
         if (tok_off[t + 1] == tok_off[t]) continue;
         int64_t nruns = shape_runs(s, e, cpos, cum, zero[t]);
-        if (nruns < 0) {
-            slow[i] = 1;
-            continue;
+        slow[i] = nruns < 0 || !read_tokens(s, t, tok_off, tok_at, tok_len, cpos, cum, nruns, out + i * width);
+    }
+}
+
+/* The shapes of lines idx[0:n] looked up in a table of known shapes (see find_shape): a line's
+ * shape, and when the table has it as depending on zeros (redirect[t]), its zero shape.
+ * hashes[i]: the hash of the one looked up last (0: too long for a shape); tid[i]: its number,
+ * or -1 when not in the table. When `out` is given, the numbers of the lines of shapes that read
+ * them (reads[t]) are read in the same pass, as pdx_values reads them (tokens as there, zshape[t]
+ * saying shape t is a zero shape): out[i*width + j], slow[i]. */
+void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t n,
+                const uint64_t *keys, const int32_t *vals, int64_t mask, const uint8_t *skel,
+                const int64_t *skel_off, const uint8_t *redirect, uint64_t *hashes, int32_t *tid,
+                const uint8_t *reads, const int64_t *tok_off, const int64_t *tok_at, const int64_t *tok_len,
+                int64_t width, double *out, uint8_t *slow) {
+    uint8_t buf[SHAPE_MAX];
+    int64_t cpos[RUNS_MAX], cum[RUNS_MAX];
+    int64_t *cp = out ? cpos : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
+        if (e > s && e[-1] == '\r') e--;
+        tid[i] = -1;
+        hashes[i] = 0;
+        if (out) slow[i] = 0;
+        if (e - s > SHAPE_MAX) continue;
+        int64_t m, nruns = 0;
+        uint64_t h = shape_of(s, e, buf, &m, 0, cp, cum, &nruns);
+        int32_t t = find_shape(h, buf, m, keys, vals, mask, skel, skel_off);
+        if (t >= 0 && redirect[t]) {
+            h = shape_of(s, e, buf, &m, 1, cp, cum, &nruns);
+            t = find_shape(h, buf, m, keys, vals, mask, skel, skel_off);
         }
-        for (int64_t k = tok_off[t], j = 0; k < tok_off[t + 1]; k++, j++) {
-            int64_t a = locate(tok_at[k], cpos, cum, nruns), z = locate(tok_at[k] + tok_len[k], cpos, cum, nruns);
-            const uint8_t *p = s + a;
-            int64_t len = z - a;
-            double *o = out + i * width + j;
-            if (token_value(p, len, o)) continue;
-            if (!long_decimal(p, len, o)
-                || (!memchr(p, '.', (size_t)len) && !memchr(p, 'e', (size_t)len) && !memchr(p, 'E', (size_t)len)
-                    && (*o >= 9007199254740992.0 || *o <= -9007199254740992.0))) {
-                slow[i] = 1;  /* not read, or an integer a double may not hold */
-                break;
-            }
-        }
+        hashes[i] = h;
+        tid[i] = t;
+        if (out && t >= 0 && reads[t] && tok_off[t + 1] > tok_off[t])
+            slow[i] = nruns < 0 || !read_tokens(s, t, tok_off, tok_at, tok_len, cpos, cum, nruns, out + i * width);
     }
 }
