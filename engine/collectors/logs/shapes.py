@@ -751,16 +751,22 @@ def rows_of(table: Table, framework: str, lines: np.ndarray, tids: np.ndarray, v
     """The records of lines of learnt "rows" (and "hinted") shapes, in columns (`lines`: 1-based, in order;
     `vals`: their tokens as read, a row per line)."""
     m = lines.size
-    r = np.arange(m)
     cols = {}
-    for name, src in table.src.items():
-        s = src[tids]
-        v = table.const[name][tids]
-        got = s >= 0
-        if got.any():
-            v = v.copy()
-            v[got] = vals[r[got], s[got]]
-        cols[name] = v
+    one = int(tids[0]) if m and int(tids.min()) == int(tids.max()) else -1
+    if one >= 0:  # (the usual block: one shape) a column read, or a constant
+        for name, src in table.src.items():
+            s = int(src[one])
+            cols[name] = vals[:, s].copy() if s >= 0 else np.full(m, table.const[name][one])
+    else:
+        r = np.arange(m)
+        for name, src in table.src.items():
+            s = src[tids]
+            v = table.const[name][tids]
+            got = s >= 0
+            if got.any():
+                v = v.copy()
+                v[got] = vals[r[got], s[got]]
+            cols[name] = v
     extra = {}
     for k in table.extras:
         v = cols[f"extra:{k}"]
