@@ -207,6 +207,7 @@ class _Reader:
         self.lineno = 0  # lines before the current block
         self.layouts: list[_Layout] = []  # most recently used first; shared by the scan threads
         self.lock = threading.Lock()
+        self._tls = threading.local()
         # the compiled kernels (native/scan.c) when they can be had, else numpy does the same work
         # (and no line shapes are learnt)
         self.kern = native.kernels() if plan.megatron is not None or plan.shapes else None
@@ -339,7 +340,10 @@ class _Reader:
         # the others are looked at for triggers.
         table = self.shapes.table
         address = a.ctypes.data
-        hashes, tid, tv, slow = native.shapes(self.kern, address, starts, nl, others, table, values=True)
+        cache = getattr(self._tls, "cache", None)  # (one per scan thread and table)
+        if cache is None or cache.table is not table:
+            cache = self._tls.cache = native.Cache(table)
+        hashes, tid, tv, slow = native.shapes(self.kern, address, starts, nl, others, table, values=True, cache=cache)
         known = tid >= 0
         reads = np.zeros(others.size, dtype=bool)
         reads[known] = table.reads[tid[known]]

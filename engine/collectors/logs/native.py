@@ -56,7 +56,7 @@ class Kernels:
         self.shapes.restype = None
         self.shapes.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, ctypes.c_int64, _u64p, _i32p, ctypes.c_int64,
                                 ctypes.c_char_p, _i64p, _u8p, _u64p, _i32p, _u8p, _i64p, _i64p, _i64p, ctypes.c_int64,
-                                _f64p, _u8p]
+                                _f64p, _u8p, ctypes.c_int64, _u64p, _u64p, _i32p, _i32p, _u8p, _i32p, _i32p]
         self.shape_hash = lib.pdx_shape_hash
         self.shape_hash.restype = ctypes.c_uint64
         self.shape_hash.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int]
@@ -153,10 +153,33 @@ def ptr(a, kind=_i64p):
     return a.ctypes.data_as(kind)
 
 
-def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool = False):
+CACHE_SLOTS = 1024
+CACHE_KEY = 512  # scan.c's
+
+
+class Cache:
+    """scan.c's lines' cache for one scan thread and one shapes.Table (see line_key there)."""
+
+    def __init__(self, table) -> None:
+        import numpy as np
+
+        self.table = table
+        width = max(1, table.width)
+        self.key = np.zeros(CACHE_SLOTS, dtype=np.uint64)
+        self.hash = np.zeros(CACHE_SLOTS, dtype=np.uint64)
+        self.tid = np.zeros(CACHE_SLOTS, dtype=np.int32)
+        self.len = np.zeros(CACHE_SLOTS, dtype=np.int32)
+        self.bytes = np.zeros(CACHE_SLOTS * CACHE_KEY, dtype=np.uint8)
+        self.tok_at = np.zeros(CACHE_SLOTS * width, dtype=np.int32)
+        self.tok_len = np.zeros(CACHE_SLOTS * width, dtype=np.int32)
+
+
+def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool = False, cache: Cache | None = None):
     """(hashes, shape numbers) of lines `idx` of a block (see scan.c: pdx_shapes; `table` a
     shapes.Table); with `values`, also (values, slow) of those of shapes that read them, in the
-    same pass (as `values` gives them; rows of other lines left NaN)."""
+    same pass (as `values` gives them; rows of other lines left NaN), using and filling `cache`
+    when given (one made for `table`)."""
+    assert cache is None or (values and cache.table is table)
     import numpy as np
 
     n = int(idx.size)
@@ -171,7 +194,10 @@ def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool =
                     table.mask, table.skel, ptr(table.skel_off), ptr(table.redirect, _u8p), ptr(hashes, _u64p),
                     ptr(tid, _i32p), ptr(table.reads, _u8p), ptr(table.tok_off), ptr(table.tok_at), ptr(table.tok_len),
                     out.shape[1] if values else 0, ptr(out, _f64p) if values else None,
-                    ptr(slow, _u8p) if values else None)
+                    ptr(slow, _u8p) if values else None, CACHE_SLOTS if cache is not None else 0,
+                    *((ptr(cache.key, _u64p), ptr(cache.hash, _u64p), ptr(cache.tid, _i32p), ptr(cache.len, _i32p),
+                       ptr(cache.bytes, _u8p), ptr(cache.tok_at, _i32p), ptr(cache.tok_len, _i32p))
+                      if cache is not None else (None,) * 7))
     return (hashes, tid, out, slow.view(bool)) if values else (hashes, tid)
 
 

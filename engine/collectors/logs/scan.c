@@ -592,20 +592,82 @@ void pdx_values(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
     }
 }
 
+/* ---- The lines' cache: lines of a learnt shape by their exact bytes -----------------------
+ *
+ * Most lines of a long log have the exact layout of a line seen a moment before: the same bytes
+ * but for their digits, which are where they were. Such a line's key is its bytes with every
+ * digit made '1'; the cache (direct-mapped, one per scan thread and table, CACHE_SLOTS slots)
+ * maps a key to the learnt shape its lines have (a shape looked up without zero shapes: lines of
+ * one key have one shape) and to where its tokens are in them, so that a line found there is
+ * read without working out its shape. */
+
+#define CACHE_KEY 512    /* longer lines are not cached */
+#define ONES UINT64_C(0x0101010101010101)
+#define HIGH UINT64_C(0x8080808080808080)
+
+/* The high bit of each byte of w that is an ASCII digit, exactly (no borrow crosses a byte:
+ * each is made >= 0x80 before 10 is taken off). */
+static inline uint64_t digit_mask(uint64_t w) {
+    uint64_t x = w ^ (ONES * 0x30);  /* a digit's byte becomes 0..9 */
+    uint64_t ge10 = ((x | HIGH) - ONES * 10) & HIGH;
+    return ~(ge10 | (x & HIGH)) & HIGH;
+}
+
+/* The key of [s, s+n) (n <= CACHE_KEY) into buf, and its hash (never 0). */
+static uint64_t line_key(const uint8_t *s, int64_t n, uint8_t *buf) {
+    uint64_t h = mix(UINT64_C(0x452821E638D01377), (uint64_t)n), w, full;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        full = (digit_mask(w) >> 7) * 0xFF;
+        w = (w & ~full) | (ONES * '1' & full);
+        memcpy(buf + i, &w, 8);
+        h = mix(h, w);
+    }
+    if (i < n) {
+        w = 0;
+        memcpy(&w, s + i, (size_t)(n - i));
+        full = (digit_mask(w) >> 7) * 0xFF;  /* (the padding's zero bytes are no digits) */
+        w = (w & ~full) | (ONES * '1' & full);
+        memcpy(buf + i, &w, (size_t)(n - i));
+        h = mix(h, w ^ UINT64_C(0xFF00000000000000));
+    }
+    return h ? h : 1;
+}
+
+/* The tokens of a line of shape t at the byte offsets `at`, `len` (as the cache holds them) into
+ * out (read_tokens' rules); 0 when one is not read. */
+static int read_at(const uint8_t *s, int64_t ntok, const int32_t *at, const int32_t *len, double *out) {
+    for (int64_t j = 0; j < ntok; j++) {
+        const uint8_t *p = s + at[j];
+        int64_t l = len[j];
+        double *o = out + j;
+        if (token_value(p, l, o)) continue;
+        if (!long_decimal(p, l, o)
+            || (!memchr(p, '.', (size_t)l) && !memchr(p, 'e', (size_t)l) && !memchr(p, 'E', (size_t)l)
+                && (*o >= 9007199254740992.0 || *o <= -9007199254740992.0)))
+            return 0;
+    }
+    return 1;
+}
+
 /* The shapes of lines idx[0:n] looked up in a table of known shapes (see find_shape): a line's
  * shape, and when the table has it as depending on zeros (redirect[t]), its zero shape.
  * hashes[i]: the hash of the one looked up last (0: too long for a shape); tid[i]: its number,
  * or -1 when not in the table. When `out` is given, the numbers of the lines of shapes that read
- * them (reads[t]) are read in the same pass, as pdx_values reads them (tokens as there, zshape[t]
- * saying shape t is a zero shape): out[i*width + j], slow[i]. */
+ * them (reads[t]) are read in the same pass, as pdx_values reads them (tokens as there):
+ * out[i*width + j], slow[i]; and with a cache of cslots slots (a power of two; 0: none), lines
+ * whose key it holds are read from it, and the others' keys are put in it (see line_key). */
 void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t n,
                 const uint64_t *keys, const int32_t *vals, int64_t mask, const uint8_t *skel,
                 const int64_t *skel_off, const uint8_t *redirect, uint64_t *hashes, int32_t *tid,
                 const uint8_t *reads, const int64_t *tok_off, const int64_t *tok_at, const int64_t *tok_len,
-                int64_t width, double *out, uint8_t *slow) {
-    uint8_t buf[SHAPE_MAX];
+                int64_t width, double *out, uint8_t *slow, int64_t cslots, uint64_t *ckey, uint64_t *chash,
+                int32_t *ctid, int32_t *clen, uint8_t *cbytes, int32_t *ctok_at, int32_t *ctok_len) {
+    uint8_t buf[SHAPE_MAX], kbuf[CACHE_KEY];
     int64_t cpos[RUNS_MAX], cum[RUNS_MAX];
     int64_t *cp = out ? cpos : NULL;
+    int cache = out && cslots > 0;
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
         if (e > s && e[-1] == '\r') e--;
@@ -613,10 +675,27 @@ void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
         hashes[i] = 0;
         if (out) slow[i] = 0;
         if (e - s > SHAPE_MAX) continue;
+        int64_t slot = -1;
+        uint64_t key = 0;
+        if (cache && e - s <= CACHE_KEY) {
+            key = line_key(s, e - s, kbuf);
+            slot = (int64_t)(key & (uint64_t)(cslots - 1));
+            if (ckey[slot] == key && clen[slot] == e - s && !memcmp(cbytes + slot * CACHE_KEY, kbuf, (size_t)(e - s))) {
+                int32_t t = ctid[slot];
+                hashes[i] = chash[slot];
+                tid[i] = t;
+                if (reads[t] && tok_off[t + 1] > tok_off[t])
+                    slow[i] = !read_at(s, tok_off[t + 1] - tok_off[t], ctok_at + slot * width, ctok_len + slot * width,
+                                       out + i * width);
+                continue;
+            }
+        }
         int64_t m, nruns = 0;
         uint64_t h = shape_of(s, e, buf, &m, 0, cp, cum, &nruns);
         int32_t t = find_shape(h, buf, m, keys, vals, mask, skel, skel_off);
+        int zero = 0;
         if (t >= 0 && redirect[t]) {
+            zero = 1;
             h = shape_of(s, e, buf, &m, 1, cp, cum, &nruns);
             t = find_shape(h, buf, m, keys, vals, mask, skel, skel_off);
         }
@@ -624,5 +703,18 @@ void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
         tid[i] = t;
         if (out && t >= 0 && reads[t] && tok_off[t + 1] > tok_off[t])
             slow[i] = nruns < 0 || !read_tokens(s, t, tok_off, tok_at, tok_len, cpos, cum, nruns, out + i * width);
+        if (slot >= 0 && t >= 0 && !zero && nruns >= 0 && tok_off[t + 1] - tok_off[t] <= width) {
+            /* remember the key: its lines have shape t, their tokens where this line has them */
+            ckey[slot] = key;
+            chash[slot] = h;
+            ctid[slot] = t;
+            clen[slot] = (int32_t)(e - s);
+            memcpy(cbytes + slot * CACHE_KEY, kbuf, (size_t)(e - s));
+            for (int64_t k = tok_off[t], j = 0; k < tok_off[t + 1]; k++, j++) {
+                int64_t a = locate(tok_at[k], cpos, cum, nruns), z = locate(tok_at[k] + tok_len[k], cpos, cum, nruns);
+                ctok_at[slot * width + j] = (int32_t)a;
+                ctok_len[slot * width + j] = (int32_t)(z - a);
+            }
+        }
     }
 }

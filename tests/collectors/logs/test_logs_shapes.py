@@ -451,3 +451,39 @@ def test_generated_long_runs(tmp_path: Path, kern, name) -> None:
         stats = _assert_same(path, block)
     if name != "olmo":  # (its records span lines: read per line)
         assert stats.columnar > n // 2, (stats.columnar, n)
+
+
+def test_the_lines_cache_reads_what_the_shapes_read(kern) -> None:
+    """scan.c's lines' cache (lines by their bytes with digits made '1'): a block read through it,
+    twice (the second time from it), gives the shapes, numbers and slow lines of the lookup
+    without it; lines of zero shapes are never cached, and a line with its digits elsewhere is
+    not taken for a cached one."""
+    lines = ["step: 12 loss: 2.5 lr=3e-05", "step: 13 loss: 2.4 lr=3e-05", "step: 7 loss: 12.25 lr=1e-4",
+             "step: 14 loss: 0.0 lr=3e-05", "step: 99999999999999999 loss: 1.5 lr=1e-5", "at iteration 0", "at iteration 5",
+             "at iteration 00", "step: 15 loss: 2.3 lr=3e-05", "stepx 15 loss: 2.3 lr=3e-05"]
+    raw = [x.encode() for x in lines]
+    base = Template(shape(raw[0]), _hash(kern, raw[0]), "empty")
+    rs = shapes.runs(raw[0])
+    at = [(shapes.compact_at(rs, a), shapes.compact_at(rs, b)) for a, b in ((6, 8), (15, 18), (22, 27))]
+    base.tokens = tuple((a, b - a) for a, b in at)
+    it0, it5 = raw[5], raw[6]
+    zero = Template(shape(it0), _hash(kern, it0), "zero")
+    z0 = Template(shape(it0, True), int(kern.shape_hash(it0, len(it0), 1)), "empty", zeros=True)
+    z5 = Template(shape(it5, True), int(kern.shape_hash(it5, len(it5), 1)), "empty", zeros=True, tokens=((13, 1),))
+    table = Table([base, zero, z0, z5])
+    body = b"".join(x + b"\n" for x in raw)
+    buf = np.frombuffer(body, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10).astype(np.int64)
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    idx = np.arange(len(raw), dtype=np.int64)
+    want = native.shapes(kern, buf.ctypes.data, starts, ends, idx, table, values=True)
+    cache = native.Cache(table)
+    for _ in range(2):
+        got = native.shapes(kern, buf.ctypes.data, starts, ends, idx, table, values=True, cache=cache)
+        assert got[1].tolist() == want[1].tolist() == [0, 0, 0, 0, 0, 2, 3, -1, 0, -1]
+        assert got[0].tolist() == want[0].tolist()
+        assert got[3].tolist() == want[3].tolist() == [False] * 4 + [True] + [False] * 5  # an int past 2^53: per line
+        assert np.array_equal(got[2], want[2], equal_nan=True)
+    assert got[2][2].tolist()[:3] == [7.0, 12.25, 1e-4]
+    cached = {int(t) for t, k in zip(cache.tid, cache.key) if k}
+    assert cached == {0}  # zero shapes never; the shape of "at iteration N" looked up by them
