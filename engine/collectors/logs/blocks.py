@@ -406,8 +406,8 @@ class _Reader:
         # New shapes with many lines in the block: when one is learnt here, its later lines are
         # looked up again at once (that costs a pass over the block's remaining lines).
         rh_arr, res_arr = np.array(rhash, dtype=np.uint64), scan.residual
-        hs, hn = np.unique(rh_arr, return_counts=True)
-        many = set(hs[(hn >= RELOOK) & (hs != 0)].tolist())
+        hs, hn = np.unique(rh_arr[rh_arr != 0], return_counts=True)
+        many = set(hs[hn >= RELOOK].tolist())
         learnt: set[int] = set()  # such shapes learnt in this block
 
         def worth(h: int, i: int) -> bool:
@@ -687,8 +687,11 @@ class _Reader:
         """What the lines of learnt shapes not read per line hold: records in columns (`columns`,
         per framework) or items (added to `items`, which is then put back in line order)."""
         table = scan.table
-        keep = ~np.isin(scan.tl, fed_at) if fed_at.size else np.ones(scan.tl.size, dtype=bool)
-        tl, tt, tv = scan.tl[keep], scan.tt[keep], scan.tv[keep]
+        tl, tt, tv = scan.tl, scan.tt, scan.tv
+        if fed_at.size:
+            keep = ~np.isin(tl, fed_at)
+            if not keep.all():
+                tl, tt, tv = tl[keep], tt[keep], tv[keep]
         if tl.size == 0:
             return
         self.shapes.hits += int(tl.size)

@@ -287,7 +287,7 @@ class Shapes:
         self.table = Table([])
         self._dirty = False
         self._rng = random.Random(1729)
-        self._pool = "".join(self._rng.choice("0123456789") for _ in range(8192))
+        self._pool = "".join(self._rng.choices("0123456789", k=8192))
         self._twin_cache = None
         self._silent = np.zeros(0, dtype=np.uint64)  # shapes of trigger-less lines seen once
         # What a line of a shape depends on: the state of the parsers it is fed to (every parser
