@@ -12,15 +12,17 @@ object per line:
   only when no literal that could make another parser act (claim the line, emit an event, change
   state) can occur in a matching line outside its values, and a value that is not a plain number
   is read (and looked at) the per-line way.
-- Every other line is looked up by its shape (shapes.py: lines that differ only in their digits)
-  among the shapes learnt so far in the file; a line of a learnt shape is read from its numbers
-  (records in columns, events as objects, the parsers' state carried forward for a progress
-  counter), and so is a run of such lines, in bulk.
+- Every other line is looked up by its shape (shapes.py: lines that differ only in their
+  numbers) among the shapes learnt so far in the file (first in scan.c's cache of lines by their
+  bytes but for digits); a line of a learnt shape is read from its numbers (records in columns,
+  events as objects, the parsers' state carried forward for a progress counter), and so is a run
+  of such lines, in bulk.
 - The rest goes to the per-line parsers (`Dispatcher`) only when it holds one of the literals
   some parser needs (`LineParser.triggers`, found with one RE2 scan over those lines); lines
   holding none cannot yield anything and are skipped. A parser assembling a multi-line record
   sees every line until it is done, as before. The second time a shape reaches the parsers, it
-  is learnt (the first blocks are small, so that what they teach serves the rest).
+  is learnt (the first blocks are small, so that what they teach serves the rest; a shape learnt
+  mid-block with many lines left in the block has those looked up again).
 - Records and events reach the builder in line order (`SeriesBuilder.queue` / `add(at=)`).
 
 Megatron lines are read in columns in files of COLUMNS_FROM bytes or more (pyarrow's first cast

@@ -1,16 +1,19 @@
 """Line shapes: what the block reader learns from one line about every line that differs from it
-only in its digits, so that those lines never go through the per-line parsers (issue 17).
+only in its numbers, so that those lines never go through the per-line parsers (issue 17).
 
-A line's *shape* is its bytes with each digit replaced by '0' when its run of digits is all
-zeros and by '1' otherwise (scan.c: `shape_of`; `shape` here is the reference). Lines of one
-shape have the same length and the same bytes outside their digits, so every literal a parser
-looks for, every regex match and every token boundary falls at the same place in each; only the
-numbers differ, and whether a number is zero does not.
+A line's *shape* is its bytes with each run of digits made one '1', whatever its length and
+digits; its *zero shape* keeps the runs that are all zeros as they are (scan.c: `shape_of`;
+`shape` here is the reference). Lines of one shape have the same bytes outside their digits and
+runs of digits at the same places between them, so every literal a parser looks for, every regex
+match and every token boundary falls at the same place of the shape in each: a place of the
+shape maps to a place of each line by its runs (`runs`, `compact_at`, `locate`). A long run's
+lines thus have a few shapes, however their numbers grow, shrink or turn zero.
 
 The second time a line of a new shape reaches the parsers (not mid-record), `Shapes.learn`
-looks at what they made of it, on two variants of the line whose non-zero digit runs are
-rewritten at random (fed to a copy of the parsers in the state before the line) and, when that
-state holds numbers, on the line itself under a state with other numbers:
+looks at what they made of it, on variants of the line whose runs of digits are rewritten at
+random, of other lengths too (fed to a copy of the parsers in the state before the line): two
+with runs made zeros at random, one with all of them zeros, one with none; and, when that state
+holds numbers, on the line itself under a state with other numbers:
 
 - Every item must belong to that line, and each of its fields must be the same whatever the
   digits (a constant), exactly the number one token of the line reads as (`float(token)`), a
@@ -20,6 +23,11 @@ state holds numbers, on the line itself under a state with other numbers:
   set from the line's tokens or constants (a progress counter: a *dynamic* shape, applied with
   `LineParser.set_state`). A line that leaves a record pending (the start of a multi-line
   record) is always read per line.
+- When that fails but holds for the line's zero shape (variants whose runs of zeros stay, the
+  others non-zero), what the parsers make of the shape's lines depends on which numbers are
+  zero (a checkpoint loaded at iteration 0 is no resume): the shape is remembered as one whose
+  lines are looked up by their zero shapes ("zero"), and the zero shape is learnt. So is a shape
+  holding a literal with digits that a parser looks for.
 - A shape that fails is remembered as read-per-line; one whose lines hold no trigger at all is
   remembered as quiet (skipped).
 
@@ -28,9 +36,9 @@ tokens (exactly, or the line goes per line), and the items are made from the tem
 parsers' state has the pattern it was learnt under (`pattern`: numbers by sign and zero, other
 values as they are). A single train record goes to the builder in columns (`Rows`; a step-less
 one once the builder numbers such records); other items are made as objects. Only parsers that
-look at digits through the numbers they read take part (`DIGIT_BLIND`, with literals that
-`shape_safe` accepts); a file read with any other parser (a declared format's regex may test
-digit values) learns no shapes.
+look at digits through the numbers they read, whatever their length, take part (`DIGIT_BLIND`,
+with literals that `shape_safe` accepts); a file read with any other parser (a declared format's
+regex may test digit values) learns no shapes.
 """
 from __future__ import annotations
 

@@ -487,3 +487,20 @@ def test_the_lines_cache_reads_what_the_shapes_read(kern) -> None:
     assert got[2][2].tolist()[:3] == [7.0, 12.25, 1e-4]
     cached = {int(t) for t, k in zip(cache.tid, cache.key) if k}
     assert cached == {0}  # zero shapes never; the shape of "at iteration N" looked up by them
+
+
+def test_digit_blind_parsers_count_no_digits() -> None:
+    """Shapes hold whatever a number's length, which is sound only while no regex of a
+    DIGIT_BLIND parser counts digits (\\d{n}, [0-9]{n}); the number grammar's thousands check
+    counts them inside one comma-grouped number, which no shape reads as one token."""
+    import inspect
+    import re
+
+    from precdx.collectors.logs.formats import DIGIT_BLIND
+
+    counting = re.compile(r"(\\d|\[0-9\]|\\[dD]\])\{")
+    for cls in DIGIT_BLIND:
+        source = inspect.getsource(inspect.getmodule(cls))
+        assert not counting.search(source), cls.__name__
+    model = inspect.getsource(__import__("precdx.collectors.logs.model", fromlist=["x"]))
+    assert len(counting.findall(model)) == 2  # r"\d{1,3}(?:,\d{3})+": parse_num's thousands

@@ -17,11 +17,12 @@ from precdx.collectors.logs.formats.torchtitan import TorchtitanParser
 WINDOWED = {"megatron", "mindspeed-llm", "megatron-deepspeed", "hf_trainer", "hf_trainer_state", "nemo2", "nemo_bar"}
 
 
-# Parsers that look at a line's digits only through the numbers they read, and at a number only
-# for its value or whether it is zero: what they make of a line is learnt once per line shape
-# (shapes.py). A literal one of them looks for may hold digits only as shapes.shape_safe allows
-# (the event parser's "t >= 0 && t < n_classes"). A declared format's regex may test digit
-# values, so a file read with one learns none.
+# Parsers that look at a line's digits only through the numbers they read (never at how many
+# digits a number has: no regex of theirs counts digits), and at a number only for its value:
+# what they make of a line is learnt once per line shape, or per zero shape where it depends on
+# which numbers are zero (shapes.py). A literal one of them looks for may hold digits only as
+# shapes.shape_safe allows (the event parser's "t >= 0 && t < n_classes"). A declared format's
+# regex may test digit values, so a file read with one learns none.
 DIGIT_BLIND = (EventParser, NemoParser, MegatronParser, NanotronParser, DeepSpeedParser, HfDictParser,
                TorchtitanParser, OlmoParser, MmengineParser, NanoGptParser, VeomniParser, KeyValueParser)
 
