@@ -442,6 +442,8 @@ class Shapes:
                     self.known.add(h)
                     self.seen.discard(h)
                     tpl, zeros = ztpl, True
+                else:
+                    tpl = None  # (a shape holding such a literal is read per line then)
         if tpl is None:
             tpl = Template(shape(raw, zeros), h, "lines", zeros=zeros)
         tpl.hash = h
