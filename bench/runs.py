@@ -123,11 +123,10 @@ def torchtitan(r: Run) -> Iterator[str]:
 
 def nemo(r: Run) -> Iterator[str]:
     for s in range(1, 10**9):
+        validation = f"Validation: iteration 1/1, val_loss: {r.loss(s) + 0.2:.4g}\n" if s % 1000 == 0 else ""
         yield (f"Training epoch 0, iteration {s}/{r.total - 1} | lr: {r.lr(s):.4g} | consumed_samples: {s * 8} | "
                f"global_batch_size: 8 | global_step: {s} | reduced_train_loss: {r.loss(s):.4g} | train_step_timing "
-               f"in s: {r.jitter(0.0315):.4g}\n")
-        if s % 1000 == 0:
-            yield f"Validation: iteration 1/1, val_loss: {r.loss(s) + 0.2:.4g}\n"
+               f"in s: {r.jitter(0.0315):.4g}\n{validation}")
 
 
 def nanotron(r: Run) -> Iterator[str]:
@@ -199,10 +198,10 @@ def write_run(name: str, path: Path, size_mb: float, seed: int = 0) -> int:
     written = n = 0
     buf: list[str] = []
     with open(path, "w", encoding="utf-8") as fh:
-        for line in RUNS[name](Run(seed)):
+        for line in RUNS[name](Run(seed)):  # (a line, or a few)
             buf.append(line)
             written += len(line)
-            n += 1
+            n += line.count("\n")
             if len(buf) >= 4096:
                 fh.write("".join(buf))
                 buf.clear()

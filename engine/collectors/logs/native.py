@@ -60,10 +60,6 @@ class Kernels:
         self.shape_hash = lib.pdx_shape_hash
         self.shape_hash.restype = ctypes.c_uint64
         self.shape_hash.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int]
-        self.values = lib.pdx_values
-        self.values.restype = None
-        self.values.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, _i32p, ctypes.c_int64, _i64p, _i64p, _i64p,
-                                _u8p, ctypes.c_int64, _f64p, _u8p]
 
 
 def cache_dir() -> Path | None:
@@ -176,9 +172,9 @@ class Cache:
 
 def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool = False, cache: Cache | None = None):
     """(hashes, shape numbers) of lines `idx` of a block (see scan.c: pdx_shapes; `table` a
-    shapes.Table); with `values`, also (values, slow) of those of shapes that read them, in the
-    same pass (as `values` gives them; rows of other lines left NaN), using and filling `cache`
-    when given (one made for `table`)."""
+    shapes.Table); with `values`, also (values, slow): a row of token values per line of a shape
+    that reads them (other rows left NaN) and which lines hold a token not read exactly, in the
+    same pass, using and filling `cache` when given (one made for `table`)."""
     assert cache is None or (values and cache.table is table)
     import numpy as np
 
@@ -199,18 +195,3 @@ def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool =
                        ptr(cache.bytes, _u8p), ptr(cache.tok_at, _i32p), ptr(cache.tok_len, _i32p))
                       if cache is not None else (None,) * 7))
     return (hashes, tid, out, slow.view(bool)) if values else (hashes, tid)
-
-
-def values(kern: Kernels, address: int, starts, ends, idx, tid, table):
-    """(values, slow) of lines `idx` of known shapes `tid` (see scan.c: pdx_values): a row of
-    token values per line, and which lines hold a token not read exactly."""
-    import numpy as np
-
-    n = int(idx.size)
-    width = max(1, table.width)
-    out = np.full((n, width), np.nan)
-    slow = np.zeros(n, dtype=np.uint8)
-    if n:
-        kern.values(address, ptr(starts), ptr(ends), ptr(idx), ptr(tid, _i32p), n, ptr(table.tok_off), ptr(table.tok_at),
-                    ptr(table.tok_len), ptr(table.zshape, _u8p), width, ptr(out, _f64p), ptr(slow, _u8p))
-    return out, slow.view(bool)

@@ -46,43 +46,51 @@ static const double P10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1
 
 #define DIGIT(c) ((unsigned)((c) - '0') <= 9u)
 
-/* The value that starts at s, read up to the pipe that ends it (never past e): returns the pipe
- * (NULL when the line has none), with *exact 1 and *out when the value, spaces trimmed, is a
- * plain decimal ([+-]digits[.digits][(e|E)[+-]digits], at most 15 significant digits, a power
- * of ten within 10^+-22) read exactly, else *exact 0 (the caller reads it). One pass: the number is parsed as it is
- * scanned, and memchr finds the pipe only after a value it could not read. */
-static const uint8_t *scan_value(const uint8_t *s, const uint8_t *e, double *out, int *exact) {
-    const uint8_t *p = s;
-    *exact = 0;
-    while (p < e && *p == ' ') p++;
-    int neg = 0;
-    if (p < e && (*p == '+' || *p == '-')) {
-        neg = *p == '-';
-        p++;
-    }
-    uint64_t m = 0;
-    int nd = 0, exp10 = 0, any = 0, fine = 1;
+/* The mantissa ([digits][.digits]) at p, never past e: returns where it ends; *m its
+ * significant digits while there are at most 15 (*fine 0 past that), *exp10 the power of ten
+ * its point gives, *any 1 when it has a digit. */
+static const uint8_t *mantissa(const uint8_t *p, const uint8_t *e, uint64_t *m, int *exp10, int *any, int *fine) {
+    uint64_t v = 0;
+    int nd = 0, x = 0, a = 0, ok = 1;
     while (p < e && DIGIT(*p)) {
-        any = 1;
-        if (m != 0 || *p != '0') {
-            if (++nd > 15) fine = 0;
-            else m = m * 10 + (uint64_t)(*p - '0');
+        a = 1;
+        if (v != 0 || *p != '0') {
+            if (++nd > 15) ok = 0;
+            else v = v * 10 + (uint64_t)(*p - '0');
         }
         p++;
     }
     if (p < e && *p == '.') {
         p++;
         while (p < e && DIGIT(*p)) {
-            any = 1;
-            if (m != 0 || *p != '0') {
-                if (++nd > 15) fine = 0;
-                else m = m * 10 + (uint64_t)(*p - '0');
+            a = 1;
+            if (v != 0 || *p != '0') {
+                if (++nd > 15) ok = 0;
+                else v = v * 10 + (uint64_t)(*p - '0');
             }
-            exp10--;
+            x--;
             p++;
         }
     }
-    if (any && fine && p < e && (*p == 'e' || *p == 'E')) {
+    *m = v;
+    *exp10 = x;
+    *any = a;
+    *fine = ok;
+    return p;
+}
+
+/* A decimal ([+-] mantissa [(e|E)[+-]digits]) at p, never past e: returns where it ends; *neg,
+ * and mantissa's *m, *exp10 (the exponent added), *any, *fine (0 too when an exponent mark has
+ * no digits: the decimal then ends before the mark). */
+static const uint8_t *decimal(const uint8_t *p, const uint8_t *e, int *neg, uint64_t *m, int *exp10, int *any,
+                              int *fine) {
+    *neg = 0;
+    if (p < e && (*p == '+' || *p == '-')) {
+        *neg = *p == '-';
+        p++;
+    }
+    p = mantissa(p, e, m, exp10, any, fine);
+    if (*any && *fine && p < e && (*p == 'e' || *p == 'E')) {
         const uint8_t *q = p + 1;
         int eneg = 0;
         if (q < e && (*q == '+' || *q == '-')) {
@@ -95,12 +103,27 @@ static const uint8_t *scan_value(const uint8_t *s, const uint8_t *e, double *out
                 if (x < 100000) x = x * 10 + (*q - '0');
                 q++;
             }
-            exp10 += eneg ? -x : x;
+            *exp10 += eneg ? -x : x;
             p = q;
         } else {
-            fine = 0;
+            *fine = 0;
         }
     }
+    return p;
+}
+
+/* The value that starts at s, read up to the pipe that ends it (never past e): returns the pipe
+ * (NULL when the line has none), with *exact 1 and *out when the value, spaces trimmed, is a
+ * plain decimal ([+-]digits[.digits][(e|E)[+-]digits], at most 15 significant digits, a power
+ * of ten within 10^+-22) read exactly, else *exact 0 (the caller reads it). One pass: the number is parsed as it is
+ * scanned, and memchr finds the pipe only after a value it could not read. */
+static const uint8_t *scan_value(const uint8_t *s, const uint8_t *e, double *out, int *exact) {
+    const uint8_t *p = s;
+    *exact = 0;
+    while (p < e && *p == ' ') p++;
+    uint64_t m;
+    int neg, exp10, any, fine;
+    p = decimal(p, e, &neg, &m, &exp10, &any, &fine);
     while (p < e && *p == ' ') p++;
     if (p < e && *p == PIPE) {
         if (any && fine && (m == 0 || (exp10 >= -22 && exp10 <= 22))) {
@@ -295,8 +318,7 @@ int64_t pdx_match(const uint8_t *b, const int64_t *starts, const int64_t *ends, 
     return hits;
 }
 
-/* One value as pdx_match reads it (for tests; pdx_values reads tokens with it): 1 and *out
- * when read exactly here, else 0. */
+/* One value as pdx_match reads it (for tests): 1 and *out when read exactly here, else 0. */
 int pdx_number(const uint8_t *s, int64_t n, double *out) {
     uint8_t buf[257];
     if (n < 0 || n > 256 || memchr(s, PIPE, (size_t)n)) return 0;
@@ -335,8 +357,9 @@ static uint64_t mix(uint64_t h, uint64_t x) {
 
 /* The shape of [s, e) (its zero shape when `zeros`) into buf (e - s <= SHAPE_MAX), its length in
  * *m, and its hash (never 0; a zero shape's differs from a shape's of the same bytes). When
- * `cpos` is given, the runs made one '1' as shape_runs gives them, their number in *nruns (-1
- * when more than RUNS_MAX). */
+ * `cpos` is given, the runs it made one '1': where each starts in the shape (cpos[r]) and the
+ * digits of the runs up to it past their first (cum[r]); their number in *nruns (-1 when more
+ * than RUNS_MAX). */
 static uint64_t shape_of(const uint8_t *s, const uint8_t *e, uint8_t *buf, int64_t *m, int zeros,
                          int64_t *cpos, int64_t *cum, int64_t *nruns) {
     int64_t n = e - s, i = 0, o = 0, r = 0, extra = 0;
@@ -456,50 +479,11 @@ static int long_decimal(const uint8_t *s, int64_t n, double *out) {
  * and *out when it is [+-]digits[.digits][(e|E)[+-]digits] (or .digits) with at most 15
  * significant digits and a power of ten within 10^+-22, read exactly; else 0. */
 static int token_value(const uint8_t *s, int64_t n, double *out) {
-    const uint8_t *p = s, *e = s + n;
-    int neg = 0;
-    if (p < e && (*p == '+' || *p == '-')) {
-        neg = *p == '-';
-        p++;
-    }
-    uint64_t m = 0;
-    int nd = 0, exp10 = 0, any = 0;
-    while (p < e && DIGIT(*p)) {
-        any = 1;
-        if (m != 0 || *p != '0') {
-            if (++nd > 15) return 0;
-            m = m * 10 + (uint64_t)(*p - '0');
-        }
-        p++;
-    }
-    if (p < e && *p == '.') {
-        p++;
-        while (p < e && DIGIT(*p)) {
-            any = 1;
-            if (m != 0 || *p != '0') {
-                if (++nd > 15) return 0;
-                m = m * 10 + (uint64_t)(*p - '0');
-            }
-            exp10--;
-            p++;
-        }
-    }
-    if (!any) return 0;
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        p++;
-        int eneg = 0;
-        if (p < e && (*p == '+' || *p == '-')) {
-            eneg = *p == '-';
-            p++;
-        }
-        if (p >= e || !DIGIT(*p)) return 0;
-        int x = 0;
-        while (p < e && DIGIT(*p)) {
-            if (x < 100000) x = x * 10 + (*p - '0');
-            p++;
-        }
-        exp10 += eneg ? -x : x;
-    }
+    const uint8_t *e = s + n;
+    uint64_t m;
+    int neg, exp10, any, fine;
+    const uint8_t *p = decimal(s, e, &neg, &m, &exp10, &any, &fine);
+    if (!any || !fine) return 0;
     if (p != e) return 0;
     if (m != 0 && (exp10 < -22 || exp10 > 22)) return 0;
     double v = m == 0 ? 0.0 : exp10 < 0 ? (double)m / P10[-exp10] : (double)m * P10[exp10];
@@ -507,41 +491,7 @@ static int token_value(const uint8_t *s, int64_t n, double *out) {
     return 1;
 }
 
-/* The runs of digits of [s, e) that its shape (its zero shape when `zeros`) makes one '1': where
- * each starts in that shape (cpos) and the number of digits it has past its first (cum: the sum
- * of those of the runs before it and of itself). Returns the number of runs, or -1 when there
- * are more than RUNS_MAX. */
-static int64_t shape_runs(const uint8_t *s, const uint8_t *e, int64_t *cpos, int64_t *cum, int zeros) {
-    int64_t n = e - s, i = 0, r = 0, extra = 0;
-    while (i < n) {
-        if (i + 8 <= n) {
-            uint64_t w, y;
-            memcpy(&w, s + i, 8);
-            y = w ^ UINT64_C(0x3030303030303030);
-            if (!((y - UINT64_C(0x0A0A0A0A0A0A0A0A)) & ~y & UINT64_C(0x8080808080808080))) {
-                i += 8;
-                continue;
-            }
-        }
-        if (!DIGIT(s[i])) {
-            i++;
-            continue;
-        }
-        int64_t j = i;
-        int nz = 0;
-        while (j < n && DIGIT(s[j])) nz |= s[j++] != '0';
-        if (nz || !zeros) {
-            if (r >= RUNS_MAX) return -1;
-            cpos[r] = i - extra;
-            extra += j - i - 1;
-            cum[r++] = extra;
-        }
-        i = j;
-    }
-    return r;
-}
-
-/* The place in the line of place c of its shape (runs as shape_runs gives them): c plus the
+/* The place in the line of place c of its shape (runs as shape_of gives them): c plus the
  * extra digits of the runs that start before c. */
 static int64_t locate(int64_t c, const int64_t *cpos, const int64_t *cum, int64_t nruns) {
     int64_t lo = 0, hi = nruns;  /* the number of runs starting before c */
@@ -553,43 +503,27 @@ static int64_t locate(int64_t c, const int64_t *cpos, const int64_t *cum, int64_
     return c + (lo ? cum[lo - 1] : 0);
 }
 
-/* The tokens of line [s, e) of shape t (runs as shape_runs gives them) into out[0..]: shape t's
+/* Token [p, p+len) read exactly as float() reads it, into *o: by token_value, else by
+ * long_decimal; 0 when neither reads it, or when it is an integer of 2^53 or more (a double may
+ * not hold it and the parsers may read it as an int). */
+static int read_token(const uint8_t *p, int64_t len, double *o) {
+    if (token_value(p, len, o)) return 1;
+    return long_decimal(p, len, o)
+           && (memchr(p, '.', (size_t)len) || memchr(p, 'e', (size_t)len) || memchr(p, 'E', (size_t)len)
+               || (*o < 9007199254740992.0 && *o > -9007199254740992.0));
+}
+
+/* The tokens of line [s, e) of shape t (runs as shape_of gives them) into out[0..]: shape t's
  * tokens are tok_off[t] .. tok_off[t+1]-1, token k being the tok_len[k] bytes of the shape at
- * tok_at[k] (mapped to the line: `locate`), each read exactly as float() reads it. 0 when one
- * is not (the line goes to the parsers): a token read neither by token_value nor by
- * long_decimal, or an integer of 2^53 or more (a double may not hold it and the parsers may
- * read it as an int). */
+ * tok_at[k] (mapped to the line: `locate`), each read by read_token; 0 when one is not (the
+ * line goes to the parsers). */
 static int read_tokens(const uint8_t *s, int32_t t, const int64_t *tok_off, const int64_t *tok_at,
                        const int64_t *tok_len, const int64_t *cpos, const int64_t *cum, int64_t nruns, double *out) {
     for (int64_t k = tok_off[t], j = 0; k < tok_off[t + 1]; k++, j++) {
         int64_t a = locate(tok_at[k], cpos, cum, nruns), z = locate(tok_at[k] + tok_len[k], cpos, cum, nruns);
-        const uint8_t *p = s + a;
-        int64_t len = z - a;
-        double *o = out + j;
-        if (token_value(p, len, o)) continue;
-        if (!long_decimal(p, len, o)
-            || (!memchr(p, '.', (size_t)len) && !memchr(p, 'e', (size_t)len) && !memchr(p, 'E', (size_t)len)
-                && (*o >= 9007199254740992.0 || *o <= -9007199254740992.0)))
-            return 0;
+        if (!read_token(s + a, z - a, out + j)) return 0;
     }
     return 1;
-}
-
-/* The numbers of lines idx[0:n] of known shapes tid[0:n] (zero[t]: shape t is a zero shape):
- * out[i*width + j] token j of line i (read_tokens); slow[i] = 1 when a token is not read (or
- * the line has more than RUNS_MAX runs). */
-void pdx_values(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, const int32_t *tid,
-                int64_t n, const int64_t *tok_off, const int64_t *tok_at, const int64_t *tok_len, const uint8_t *zero,
-                int64_t width, double *out, uint8_t *slow) {
-    int64_t cpos[RUNS_MAX], cum[RUNS_MAX];
-    for (int64_t i = 0; i < n; i++) {
-        const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
-        int32_t t = tid[i];
-        slow[i] = 0;
-        if (tok_off[t + 1] == tok_off[t]) continue;
-        int64_t nruns = shape_runs(s, e, cpos, cum, zero[t]);
-        slow[i] = nruns < 0 || !read_tokens(s, t, tok_off, tok_at, tok_len, cpos, cum, nruns, out + i * width);
-    }
 }
 
 /* ---- The lines' cache: lines of a learnt shape by their exact bytes -----------------------
@@ -635,19 +569,11 @@ static uint64_t line_key(const uint8_t *s, int64_t n, uint8_t *buf) {
     return h ? h : 1;
 }
 
-/* The tokens of a line of shape t at the byte offsets `at`, `len` (as the cache holds them) into
- * out (read_tokens' rules); 0 when one is not read. */
+/* The tokens of a line at the byte offsets `at`, `len` (as the cache holds them) into out
+ * (read_token); 0 when one is not read. */
 static int read_at(const uint8_t *s, int64_t ntok, const int32_t *at, const int32_t *len, double *out) {
-    for (int64_t j = 0; j < ntok; j++) {
-        const uint8_t *p = s + at[j];
-        int64_t l = len[j];
-        double *o = out + j;
-        if (token_value(p, l, o)) continue;
-        if (!long_decimal(p, l, o)
-            || (!memchr(p, '.', (size_t)l) && !memchr(p, 'e', (size_t)l) && !memchr(p, 'E', (size_t)l)
-                && (*o >= 9007199254740992.0 || *o <= -9007199254740992.0)))
-            return 0;
-    }
+    for (int64_t j = 0; j < ntok; j++)
+        if (!read_token(s + at[j], len[j], out + j)) return 0;
     return 1;
 }
 
@@ -655,9 +581,11 @@ static int read_at(const uint8_t *s, int64_t ntok, const int32_t *at, const int3
  * shape, and when the table has it as depending on zeros (redirect[t]), its zero shape.
  * hashes[i]: the hash of the one looked up last (0: too long for a shape); tid[i]: its number,
  * or -1 when not in the table. When `out` is given, the numbers of the lines of shapes that read
- * them (reads[t]) are read in the same pass, as pdx_values reads them (tokens as there):
- * out[i*width + j], slow[i]; and with a cache of cslots slots (a power of two; 0: none), lines
- * whose key it holds are read from it, and the others' keys are put in it (see line_key). */
+ * them (reads[t]) are read in the same pass (read_tokens, with the runs shape_of found): token j
+ * of line i in out[i*width + j], slow[i] = 1 when one is not read or the line has more than
+ * RUNS_MAX runs (the line goes to the parsers); and with a cache of cslots slots (a power of two;
+ * 0: none), lines whose key it holds are read from it, and the others' keys are put in it (see
+ * line_key). */
 void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t n,
                 const uint64_t *keys, const int32_t *vals, int64_t mask, const uint8_t *skel,
                 const int64_t *skel_off, const uint8_t *redirect, uint64_t *hashes, int32_t *tid,

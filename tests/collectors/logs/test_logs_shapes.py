@@ -1,4 +1,4 @@
-"""Line shapes (engine/collectors/logs/shapes.py, scan.c pdx_shapes/pdx_values; issue 17): the
+"""Line shapes (engine/collectors/logs/shapes.py, scan.c pdx_shapes; issue 17): the
 compiled shape lookup agrees with the reference `shape`, long decimals are read as float() reads
 them, what is learnt is only used where it holds (the parsers' state, zero against non-zero, a
 field that is no token), and the block reader with shapes gives what the per-line reader gives."""
@@ -133,13 +133,14 @@ def _values(kern, tokens: list[bytes], learnt_from: list[bytes] | None = None) -
         at += len(t) + 1
     line = b" ".join(tokens)
     assert shape(line) == shape(ref)
-    tpl = Template(shape(line), _hash(kern, line), "empty", tokens=tuple(tok))
+    tpl = Template(shape(line), _hash(kern, line), "items", tokens=tuple(tok))
     table = Table([tpl])
     body = line + b"\n"
     buf = np.frombuffer(body, dtype=np.uint8)
-    out, slow = native.values(kern, buf.ctypes.data, np.zeros(1, dtype=np.int64),
-                              np.array([len(line)], dtype=np.int64), np.zeros(1, dtype=np.int64),
-                              np.zeros(1, dtype=np.int32), table)
+    _, tid, out, slow = native.shapes(kern, buf.ctypes.data, np.zeros(1, dtype=np.int64),
+                                      np.array([len(line)], dtype=np.int64), np.zeros(1, dtype=np.int64), table,
+                                      values=True)
+    assert tid[0] == 0
     return out[0][:len(tokens)].tolist(), bool(slow[0])
 
 
