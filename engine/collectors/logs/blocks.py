@@ -393,16 +393,19 @@ class _Reader:
         items: list[tuple[int, object]] = []
         fed: list[int] = []
         disp, feed, shapes = self.disp, self.disp.feed, self.shapes
-        res = rhash = tl = tkey = tmask = tkey_l = tmask_l = dyn_at = None
+        res = rhash = tl = tkey = tmask = dyn_at = None
+        ntl = 0
 
         def lists() -> None:
-            nonlocal res, rhash, tl, tkey, tmask, tkey_l, tmask_l, dyn_at
+            # (the lines of learnt shapes stay arrays: the loop below visits few of them, the
+            # others are read in bulk)
+            nonlocal res, rhash, tl, tkey, tmask, dyn_at, ntl
             res, rhash = scan.residual.tolist(), scan.rhash
-            tl = scan.tl.tolist() if scan.tl is not None else []
-            if tl:
+            tl = scan.tl if scan.tl is not None else np.zeros(0, dtype=np.int64)
+            ntl = int(tl.size)
+            if ntl:
                 tkey, tmask = scan.table.state[scan.tt], scan.table.maskid[scan.tt]
-                tkey_l, tmask_l = tkey.tolist(), tmask.tolist()
-                dyn_at = np.flatnonzero(scan.table.dynamic[scan.tt]).tolist()  # lines of dynamic shapes
+                dyn_at = np.flatnonzero(scan.table.dynamic[scan.tt])  # lines of dynamic shapes
 
         lists()
         # New shapes with many lines in the block: when one is learnt here, its later lines are
@@ -450,7 +453,7 @@ class _Reader:
                 self._relook(scan, after=i, only=set(learnt))
                 learnt.clear()
                 lists()
-                pos, tpos = bisect.bisect_right(res, i), bisect.bisect_right(tl, i)
+                pos, tpos = bisect.bisect_right(res, i), int(np.searchsorted(tl, i, side="right"))
             if disp.pending:
                 i += 1
                 if i >= n:
@@ -460,38 +463,39 @@ class _Reader:
             while pos < len(res) and res[pos] <= i:
                 pos += 1
             r = res[pos] if pos < len(res) else n
-            if tl:  # lines of learnt shapes before r: read from their shapes while the state allows
-                while tpos < len(tl) and tl[tpos] <= i:
-                    tpos += 1
-                hi = bisect.bisect_left(tl, r, tpos)
+            if ntl:  # lines of learnt shapes before r: read from their shapes while the state allows
+                if tpos < ntl and tl[tpos] <= i:
+                    tpos = int(np.searchsorted(tl, i, side="right"))
+                hi = int(np.searchsorted(tl, r, side="left"))
                 fp, bad = self.state, -1
                 if hi - tpos > 16:
                     masks = tmask[tpos:hi]
-                    now = np.zeros(int(masks.max()) + 1, dtype=np.int64)
-                    for m in np.unique(masks).tolist():
+                    seen = np.bincount(masks)
+                    now = np.zeros(seen.size, dtype=np.int64)
+                    for m in np.flatnonzero(seen).tolist():
                         now[m] = shapes.pattern_now(m, fp)
                     off = np.flatnonzero(tkey[tpos:hi] != now[masks])
                     bad = tpos + int(off[0]) if off.size else -1
                 else:
                     pattern_now = shapes.pattern_now
-                    for k in range(tpos, hi):
-                        if tkey_l[k] != pattern_now(tmask_l[k], fp):
+                    for k, key, m in zip(range(tpos, hi), tkey[tpos:hi].tolist(), tmask[tpos:hi].tolist()):
+                        if key != pattern_now(m, fp):
                             bad = k
                             break
                 valid = hi if bad < 0 else bad  # lines tl[tpos:valid] hold under the state's pattern
-                d = bisect.bisect_left(dyn_at, tpos) if dyn_at else 0
-                if d < len(dyn_at) and dyn_at[d] < valid:  # dynamic ones among them: applied in bulk
+                d = int(np.searchsorted(dyn_at, tpos))
+                if d < dyn_at.size and dyn_at[d] < valid:  # dynamic ones among them: applied in bulk
                     stop = self._batch(scan, tpos, valid, first, items, columns, fed)
                     if stop < valid:
                         if stop == tpos:  # its first line could not be applied with the others: alone
-                            i = tl[stop]
+                            i = int(tl[stop])
                             if not self._dynamic(scan, stop, first, items, fed):
                                 per_line(i)
                         else:  # the state's pattern moved: look at the lines from `stop` again
-                            i = tl[stop - 1]
+                            i = int(tl[stop - 1])
                         continue
                 if bad >= 0:  # a line of a shape learnt under another pattern of the state: per line
-                    i = tl[bad]
+                    i = int(tl[bad])
                     per_line(i)
                     continue
                 tpos = hi
@@ -508,7 +512,7 @@ class _Reader:
             if len(rows):
                 rows.line = rows.line + first
                 columns.setdefault(rows.framework, []).append(rows)
-        if tl:
+        if ntl:
             self._shaped(scan, fed_at, first, columns, items)
         for fw, parts in columns.items():
             rows = parts[0] if len(parts) == 1 else Rows.concat(parts)
