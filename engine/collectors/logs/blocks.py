@@ -134,7 +134,7 @@ class _Scan:
     row_idx: np.ndarray
     fast: np.ndarray       # per line: read in columns
     residual: np.ndarray   # other lines holding a trigger (or of a shape read per line)
-    rhash: list            # per residual line: its shape hash when the shape is new, else 0
+    rhash: np.ndarray      # per residual line: its shape hash when the shape is new, else 0
     tl: np.ndarray | None = None  # lines of learnt shapes (shapes.py), in order,
     tt: np.ndarray | None = None  # their shapes,
     tv: np.ndarray | None = None  # and their tokens' values (a row per line)
@@ -337,7 +337,7 @@ class _Reader:
         others = np.flatnonzero(~fast)
         if self.shapes is None:
             residual = self._with_triggers(body, starts, nl, others)
-            return _Scan(body, starts, nl, rows, row_idx, fast, residual, [0] * residual.size)
+            return _Scan(body, starts, nl, rows, row_idx, fast, residual, np.zeros(residual.size, dtype=np.uint64))
         # Lines of a learnt shape: read from their tokens (or per line, for a shape that must be);
         # the others are looked at for triggers.
         table = self.shapes.table
@@ -364,7 +364,7 @@ class _Reader:
         order = np.argsort(residual, kind="stable")
         silent = np.ones(unk.size, dtype=bool)
         silent[at] = False
-        return _Scan(body, starts, nl, rows, row_idx, fast, residual[order], rhash[order].tolist(), tl, tt, tv, table,
+        return _Scan(body, starts, nl, rows, row_idx, fast, residual[order], rhash[order], tl, tt, tv, table,
                      address, unk[silent], unk_hash[silent])
 
     def _merge(self, scan: "_Scan | list[str] | tuple") -> None:
@@ -400,7 +400,7 @@ class _Reader:
             # (the lines of learnt shapes stay arrays: the loop below visits few of them, the
             # others are read in bulk)
             nonlocal res, rhash, tl, tkey, tmask, dyn_at, ntl
-            res, rhash = scan.residual.tolist(), scan.rhash
+            res, rhash = scan.residual.tolist(), scan.rhash.tolist()
             tl = scan.tl if scan.tl is not None else np.zeros(0, dtype=np.int64)
             ntl = int(tl.size)
             if ntl:
@@ -410,7 +410,7 @@ class _Reader:
         lists()
         # New shapes with many lines in the block: when one is learnt here, its later lines are
         # looked up again at once (that costs a pass over the block's remaining lines).
-        rh_arr, res_arr = np.array(rhash, dtype=np.uint64), scan.residual
+        rh_arr, res_arr = scan.rhash, scan.residual
         hs, hn = np.unique(rh_arr[rh_arr != 0], return_counts=True)
         many = set(hs[hn >= RELOOK].tolist())
         learnt: set[int] = set()  # such shapes learnt in this block
@@ -657,7 +657,7 @@ class _Reader:
         of a shape that was new then are looked up again (the first blocks are scanned before
         anything is learnt, and a shape learnt while a block is merged may have later lines in it)."""
         table = self.shapes.table
-        rh = np.array(scan.rhash, dtype=np.uint64)
+        rh = scan.rhash
         new = np.flatnonzero(rh)
         if after >= 0:
             new = new[scan.residual[new] > after]
@@ -677,17 +677,20 @@ class _Reader:
             return
         reads = np.zeros(idx.size, dtype=bool)
         reads[known] = table.reads[tid[known]]
-        tl, tt, tv, slow = idx[reads], tid[reads], tv[reads], slow[reads]
-        tl, tt, tv = tl[~slow], tt[~slow], tv[~slow]
+        sel = np.flatnonzero(reads & ~slow)  # read from their shapes now
+        tl, tt, tv = idx[sel], tid[sel], tv[sel]
+        rh = rh.copy()
         rh[new[known]] = 0  # known now: read per line (a shape read per line, or a slow value) or from it
-        drop = np.isin(scan.residual, tl)
-        scan.residual, scan.rhash = scan.residual[~drop], rh[~drop].tolist()
+        keep = np.ones(scan.residual.size, dtype=bool)
+        keep[new[sel]] = False
+        scan.residual, scan.rhash = scan.residual[keep], rh[keep]
         if tl.size:
-            tl = np.concatenate([scan.tl, tl]) if scan.tl is not None else tl
-            tt = np.concatenate([scan.tt, tt]) if scan.tt is not None else tt
-            tv = np.concatenate([scan.tv, tv]) if scan.tv is not None else tv
-            order = np.argsort(tl, kind="stable")
-            scan.tl, scan.tt, scan.tv = tl[order], tt[order], tv[order]
+            if scan.tl is None:
+                scan.tl, scan.tt, scan.tv = tl, tt, tv
+            else:  # (both in line order, no line in both)
+                at = np.searchsorted(scan.tl, tl)
+                scan.tl, scan.tt = np.insert(scan.tl, at, tl), np.insert(scan.tt, at, tt)
+                scan.tv = np.insert(scan.tv, at, tv, axis=0)
 
     def _shaped(self, scan: _Scan, fed_at: np.ndarray, first: int, columns: dict, items: list) -> None:
         """What the lines of learnt shapes not read per line hold: records in columns (`columns`,
