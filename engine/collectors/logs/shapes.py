@@ -275,6 +275,51 @@ class Table:
         self.flags = {k: np.array([f(t.items[0][1]) if t.kind in columnar else False for t in templates]
                                   or [False], dtype=bool) for k, f in flag.items()}
 
+    _PER_SHAPE = ("reads", "redirect", "zshape", "quiet", "state", "maskid", "as_rows", "hinted", "objects",
+                  "dynamic", "transition", "has_items")
+
+    @classmethod
+    def grow(cls, prev: "Table", templates: list[Template]) -> "Table":
+        """The table of `templates`, whose first ones are `prev`'s: prev's arrays with the new
+        shapes' appended (what learning a few shapes in a big table costs), or built anew when
+        prev is empty, has no room left or the new shapes read other extra columns."""
+        n0, n = len(prev.templates), len(templates)
+        new = templates[n0:]
+        if not new or n0 == 0 or 2 * n + 2 > prev.keys.size or templates[n0 - 1] is not prev.templates[-1]:
+            return cls(templates)
+        columnar = ("rows", "hinted")
+        if {k for t in new if t.kind in columnar for k in t.items[0][2]} - set(prev.extras):
+            return cls(templates)
+        part = cls(new)
+        self = cls.__new__(cls)
+        self.templates = templates
+        self.keys, self.vals, self.mask = prev.keys.copy(), prev.vals.copy(), prev.mask
+        for t, tpl in enumerate(new, n0):
+            slot = tpl.hash & self.mask
+            while self.keys[slot]:
+                slot = (slot + 1) & self.mask
+            self.keys[slot] = tpl.hash
+            self.vals[slot] = t
+        self.skel = prev.skel + part.skel
+        self.skel_off = np.concatenate([prev.skel_off, part.skel_off[1:] + prev.skel_off[-1]])
+        self.tok_off = np.concatenate([prev.tok_off, part.tok_off[1:] + prev.tok_off[-1]])
+        k0, k1 = int(prev.tok_off[-1]), int(part.tok_off[-1])  # (an empty token list holds one 0)
+        self.tok_at = np.concatenate([prev.tok_at[:k0], part.tok_at[:k1]]) if k0 + k1 else prev.tok_at
+        self.tok_len = np.concatenate([prev.tok_len[:k0], part.tok_len[:k1]]) if k0 + k1 else prev.tok_len
+        self.width = max(prev.width, part.width)
+        for name in cls._PER_SHAPE:
+            setattr(self, name, np.concatenate([getattr(prev, name)[:n0], getattr(part, name)]))
+        self.extras = prev.extras
+        self.src, self.const = {}, {}
+        for name in prev.src:
+            src = part.src.get(name)
+            self.src[name] = np.concatenate([prev.src[name][:n0], src if src is not None else np.full(len(new), -1)])
+            const = part.const.get(name)
+            self.const[name] = np.concatenate([prev.const[name][:n0],
+                                               const if const is not None else np.full(len(new), np.nan)])
+        self.flags = {k: np.concatenate([v[:n0], part.flags[k]]) for k, v in prev.flags.items()}
+        return self
+
 
 class Shapes:
     """The shapes learnt in one file, and what the parsers' states were when they were learnt."""
@@ -353,7 +398,7 @@ class Shapes:
     def publish(self) -> None:
         """Make what was learnt visible to the scans that start from now on."""
         if self._dirty:
-            self.table = Table(list(self.templates))
+            self.table = Table.grow(self.table, list(self.templates))
             self._dirty = False
 
     def should_learn(self, h: int) -> bool:

@@ -362,6 +362,36 @@ def test_real_excerpts_learn_shapes(tmp_path: Path, kern, monkeypatch) -> None:
     # lines of a shape are read per line until it is seen twice: from the third copy on, most
     # records come from shapes
     assert stats.columnar > sum(stats.frameworks.values()) // 3
+    _tables_grown_are_built(kern, learnt[-1].templates, text)
+
+
+def _tables_grown_are_built(kern, templates: list[Template], text: bytes) -> None:
+    """Tables grown a few shapes at a time (Table.grow, as learning publishes them) hold what a
+    table built at once holds, and find the same shapes and numbers in `text`."""
+    import random
+
+    rng = random.Random(7)
+    cuts = sorted(rng.sample(range(1, len(templates)), min(40, len(templates) - 1))) + [len(templates)]
+    table = Table([])
+    body = np.frombuffer(text, dtype=np.uint8)
+    ends = np.flatnonzero(body == 10).astype(np.int64)
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    idx = np.arange(ends.size, dtype=np.int64)
+    grown_some = False
+    for cut in cuts:
+        grown = Table.grow(table, templates[:cut])
+        grown_some |= table.templates != [] and grown.keys is not table.keys and grown.keys.size == table.keys.size
+        built = Table(templates[:cut])
+        for name in ("skel", "skel_off", "tok_off", "tok_at", "tok_len", "width", "extras", *Table._PER_SHAPE):
+            assert np.array_equal(getattr(grown, name), getattr(built, name)), (cut, name)
+        for name in ("src", "const", "flags"):
+            a, b = getattr(grown, name), getattr(built, name)
+            assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a), (cut, name)
+        got = native.shapes(kern, body.ctypes.data, starts, ends, idx, grown, values=True)
+        want = native.shapes(kern, body.ctypes.data, starts, ends, idx, built, values=True)
+        assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(got, want)), cut
+        table = grown
+    assert grown_some  # (some tables were grown, not built anew)
 
 
 def test_shapes_off_without_kernels(tmp_path: Path, monkeypatch) -> None:
