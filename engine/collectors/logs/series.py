@@ -56,6 +56,7 @@ MAX_PENDING = 10_000  # step-less records held until a progress-bar counter date
 MAX_STEP = 2 ** 53   # steps are counters; NaN, Inf or anything beyond exact float range is garbage
 _NAN = math.nan
 MAX_POINTS = 200_000  # points kept per run before folding into windows (see module docstring)
+DENSE_FROM = 4096  # points a run-length column holds before it may be kept as its values
 FOLD = 8  # first window size; windows kept <= threshold / FOLD (a window costs ~8x a point)
 
 
@@ -107,17 +108,25 @@ class Runs:
 
 
 class _RunsBuilder:
-    """Append side of `Runs` (typed arrays, no per-point objects)."""
+    """Append side of `Runs` (typed arrays, no per-point objects). A column whose value changes
+    at most points (a grad norm, a timer) is kept as its values once runs cost more than they
+    save (DENSE_FROM points, more runs than half of them): its runs are worked out when asked for,
+    the same as appended ones."""
 
-    __slots__ = ("values", "ends", "n", "last")
+    __slots__ = ("values", "ends", "n", "last", "dense")
 
     def __init__(self) -> None:
         self.values = array("d")
         self.ends = array("q")
         self.n = 0
         self.last: float | None = None
+        self.dense: array | None = None  # every value, once runs do not pay
 
     def append(self, v: float) -> None:
+        if self.dense is not None:
+            self.dense.append(v)
+            self.n += 1
+            return
         last = self.last
         if last is not None and (v == last and (v != 0.0 or math.copysign(1.0, v) == math.copysign(1.0, last))
                                  or (v != v and last != last)):
@@ -135,6 +144,10 @@ class _RunsBuilder:
         if n == 0:
             return
         v = np.ascontiguousarray(v, dtype=np.float64)
+        if self.dense is not None:
+            self.dense.frombytes(v.tobytes())
+            self.n += n
+            return
         bits = v.view(np.int64)
         nan = np.isnan(v)
         starts = np.flatnonzero((bits[1:] != bits[:-1]) & ~(nan[1:] & nan[:-1])) + 1
@@ -150,9 +163,30 @@ class _RunsBuilder:
             self.ends.frombytes(ends.astype(np.int64).tobytes())
             self.last = float(v[starts[-1]])
         self.n += n
+        if self.n >= DENSE_FROM and 2 * len(self.values) > self.n:
+            self.dense = array("d", self.runs().dense().tobytes())
 
     def runs(self) -> Runs:
+        if self.dense is not None:
+            return _runs_of(np.frombuffer(self.dense, dtype=np.float64).copy())
         return Runs(np.array(self.values, dtype=np.float64), np.array(self.ends, dtype=np.int64))
+
+    def values_dense(self) -> np.ndarray:
+        """Every value appended, in order."""
+        if self.dense is not None:
+            return np.frombuffer(self.dense, dtype=np.float64).copy()
+        return self.runs().dense()
+
+
+def _runs_of(dense: np.ndarray) -> Runs:
+    """The runs `_RunsBuilder` appends of `dense` (each run holding its first value, as there)."""
+    if dense.size == 0:
+        return Runs()
+    bits = dense.view(np.int64)
+    nan = np.isnan(dense)
+    starts = np.flatnonzero((bits[1:] != bits[:-1]) & ~(nan[1:] & nan[:-1])) + 1
+    ends = np.append(starts, dense.size).astype(np.int64)
+    return Runs(dense[np.concatenate(([0], starts))], ends)
 
 
 _AGG_SUM = ("count", "loss_sum", "loss_n", "loss_bad", "nan_w", "skipped_sum", "skipped_n",
@@ -382,7 +416,7 @@ class _Columns:
         cols = {"loss_bad": self.loss_bad, "grad_norm": self.gn, "gn_bad": self.gn_bad, "lr": self.lr,
                 "loss_scale": self.scale, "skipped": self.skipped, "nan_iters": self.nan_iters}
         return (np.array(self.step, dtype=np.int64), np.array(self.loss, dtype=np.float64),
-                {k: b.runs().dense() for k, b in cols.items()})
+                {k: b.values_dense() for k, b in cols.items()})
 
     def fold(self, final: bool = False) -> None:
         """Fold the buffered points into windows (all of them when `final`, else whole windows

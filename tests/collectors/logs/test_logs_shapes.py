@@ -535,3 +535,67 @@ def test_digit_blind_parsers_count_no_digits() -> None:
         assert not counting.search(source), cls.__name__
     model = inspect.getsource(__import__("precdx.collectors.logs.model", fromlist=["x"]))
     assert len(counting.findall(model)) == 2  # r"\d{1,3}(?:,\d{3})+": parse_num's thousands
+
+
+@hypothesis.settings(max_examples=60, deadline=None, derandomize=True)
+@hypothesis.given(chunks=st.lists(st.tuples(st.booleans(), st.lists(st.sampled_from(
+    [0.0, -0.0, 1.5, 2.5, float("nan"), float("inf")]), min_size=1, max_size=3000)), min_size=1, max_size=8),
+    churn=st.booleans())
+def test_run_columns_kept_as_values_are_the_same_runs(chunks, churn) -> None:
+    """A run-length column that turns to keeping its values (most points changing) gives the
+    runs and values it would have kept as runs: each run holding its first value, NaN equal to
+    NaN, 0.0 not -0.0."""
+    from precdx.collectors.logs import series
+
+    was, series.DENSE_FROM = series.DENSE_FROM, 16  # (small: the switch happens in small examples)
+    try:
+        b = series._RunsBuilder()
+        everything: list[float] = []
+        for one_by_one, values in chunks:
+            if churn:  # (a value changing at most points)
+                values = [v + i for i, v in enumerate(values)]
+            if one_by_one:
+                for v in values:
+                    b.append(v)
+            else:
+                b.extend(np.array(values))
+            everything += values
+    finally:
+        series.DENSE_FROM = was
+    dense = np.array(everything)
+    assert _bits_list(b.values_dense()) == _bits_list(dense)
+    runs = b.runs()
+    want_values, want_ends = [], []
+    for i, v in enumerate(everything):
+        same = want_values and (_bits(v) == _bits(want_values[-1]) or (v != v and want_values[-1] != want_values[-1]))
+        if same:
+            want_ends[-1] = i + 1
+        else:
+            want_values.append(v)
+            want_ends.append(i + 1)
+    assert _bits_list(runs.values) == [_bits(v) for v in want_values] and runs.ends.tolist() == want_ends
+    DENSE_SEEN.append(b.dense is not None)
+
+
+DENSE_SEEN: list[bool] = []
+
+
+def test_run_columns_turn_to_values() -> None:
+    """(the examples above did take the path that keeps values)"""
+    test_run_columns_kept_as_values_are_the_same_runs()
+    assert any(DENSE_SEEN) and not all(DENSE_SEEN)
+
+
+def _bits_list(a) -> list[bytes]:
+    return [_bits(float(v)) for v in np.asarray(a, dtype=np.float64)]
+
+
+def test_a_long_run_read_in_columns_keeps_its_values(tmp_path: Path, kern) -> None:
+    """A run longer than DENSE_FROM points whose grad norm changes every step (kept as values,
+    not runs): the block reader gives the per-line reader's series."""
+    from precdx.collectors.logs import series
+
+    path = tmp_path / "titan.log"
+    n = RUNS.write_run("torchtitan", path, 1.5)
+    assert n > 2 * series.DENSE_FROM
+    _assert_same(path, 1 << 22)
