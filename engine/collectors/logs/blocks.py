@@ -342,10 +342,8 @@ class _Reader:
         # the others are looked at for triggers.
         table = self.shapes.table
         address = a.ctypes.data
-        cache = getattr(self._tls, "cache", None)  # (one per scan thread and table)
-        if cache is None or cache.table is not table:
-            cache = self._tls.cache = native.Cache(table)
-        hashes, tid, tv, slow = native.shapes(self.kern, address, starts, nl, others, table, values=True, cache=cache)
+        hashes, tid, tv, slow = native.shapes(self.kern, address, starts, nl, others, table, values=True,
+                                              cache=self._cache(table))
         known = tid >= 0
         reads = np.zeros(others.size, dtype=bool)
         reads[known] = table.reads[tid[known]]
@@ -652,6 +650,14 @@ class _Reader:
         self.stats.columnar += 1
         return True
 
+    def _cache(self, table) -> native.Cache:
+        """scan.c's lines' cache of this thread for `table` (one per thread: the scan threads
+        and the merging one)."""
+        cache = getattr(self._tls, "cache", None)
+        if cache is None or cache.table is not table:
+            cache = self._tls.cache = native.Cache(table)
+        return cache
+
     def _relook(self, scan: _Scan, after: int = -1, only: set | None = None) -> None:
         """Shapes learnt since the block was scanned: its lines (past line `after` of the block)
         of a shape that was new then are looked up again (the first blocks are scanned before
@@ -671,7 +677,8 @@ class _Reader:
         if new.size == 0:
             return
         idx = scan.residual[new]
-        _, tid, tv, slow = native.shapes(self.kern, scan.address, scan.starts, scan.nl, idx, table, values=True)
+        _, tid, tv, slow = native.shapes(self.kern, scan.address, scan.starts, scan.nl, idx, table, values=True,
+                                         cache=self._cache(table))
         known = tid >= 0
         if not known.any():
             return
