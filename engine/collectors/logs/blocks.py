@@ -406,11 +406,9 @@ class _Reader:
                 dyn_at = np.flatnonzero(scan.table.dynamic[scan.tt])  # lines of dynamic shapes
 
         lists()
-        # New shapes with many lines in the block: when one is learnt here, its later lines are
-        # looked up again at once (that costs a pass over the block's remaining lines).
+        # A new shape learnt here with many lines left in the block: those are looked up again
+        # at once (that costs a pass over the block's remaining lines).
         rh_arr, res_arr = scan.rhash, scan.residual
-        hs, hn = np.unique(rh_arr[rh_arr != 0], return_counts=True)
-        many = set(hs[hn >= RELOOK].tolist())
         learnt: set[int] = set()  # such shapes learnt in this block
 
         def worth(h: int, i: int) -> bool:
@@ -439,7 +437,7 @@ class _Reader:
                 if learn:
                     shapes.learn(disp, bytes(raw), text, first + i, got, before,
                                  self.state if self.state is not None else fingerprint(disp.parsers), h)
-                    if h in many and shapes.templates[-1].reads and worth(h, i):
+                    if shapes.templates[-1].reads and worth(h, i):
                         learnt.add(h)
 
         columns: dict[str, list[Rows]] = {}  # records in columns, per framework

@@ -87,10 +87,7 @@ class Runs:
         dense = np.asarray(dense, dtype=np.float64)
         if dense.size == 0:
             return cls()
-        bits = dense.view(np.int64)
-        nan = np.isnan(dense)
-        change = (bits[1:] != bits[:-1]) & ~(nan[1:] & nan[:-1])
-        ends = np.append(np.flatnonzero(change) + 1, dense.size).astype(np.int64)
+        ends = np.append(_run_starts(dense), dense.size).astype(np.int64)
         return cls(dense[ends - 1].copy(), ends)
 
     @property
@@ -148,9 +145,7 @@ class _RunsBuilder:
             self.dense.frombytes(v.tobytes())
             self.n += n
             return
-        bits = v.view(np.int64)
-        nan = np.isnan(v)
-        starts = np.flatnonzero((bits[1:] != bits[:-1]) & ~(nan[1:] & nan[:-1])) + 1
+        starts = _run_starts(v)
         ends = np.append(starts, n) + self.n
         starts = np.concatenate(([0], starts))
         first, last = float(v[0]), self.last
@@ -178,15 +173,20 @@ class _RunsBuilder:
         return self.runs().dense()
 
 
+def _run_starts(v: np.ndarray) -> np.ndarray:
+    """Where a run of equal values starts in `v` (float64), its first one left out: NaN equal to
+    NaN, 0.0 distinct from -0.0."""
+    bits = v.view(np.int64)
+    nan = np.isnan(v)
+    return np.flatnonzero((bits[1:] != bits[:-1]) & ~(nan[1:] & nan[:-1])) + 1
+
+
 def _runs_of(dense: np.ndarray) -> Runs:
     """The runs `_RunsBuilder` appends of `dense` (each run holding its first value, as there)."""
     if dense.size == 0:
         return Runs()
-    bits = dense.view(np.int64)
-    nan = np.isnan(dense)
-    starts = np.flatnonzero((bits[1:] != bits[:-1]) & ~(nan[1:] & nan[:-1])) + 1
-    ends = np.append(starts, dense.size).astype(np.int64)
-    return Runs(dense[np.concatenate(([0], starts))], ends)
+    starts = _run_starts(dense)
+    return Runs(dense[np.concatenate(([0], starts))], np.append(starts, dense.size).astype(np.int64))
 
 
 _AGG_SUM = ("count", "loss_sum", "loss_n", "loss_bad", "nan_w", "skipped_sum", "skipped_n",

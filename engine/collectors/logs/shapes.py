@@ -220,12 +220,7 @@ class Table:
         self.keys = np.zeros(size, dtype=np.uint64)
         self.vals = np.zeros(size, dtype=np.int32)
         self.mask = size - 1 if n else -1
-        for t, tpl in enumerate(templates):
-            slot = tpl.hash & self.mask
-            while self.keys[slot]:
-                slot = (slot + 1) & self.mask
-            self.keys[slot] = tpl.hash
-            self.vals[slot] = t
+        self._insert(templates, 0)
         self.skel = b"".join(t.shape for t in templates) or b"\0"
         self.skel_off = np.concatenate([[0], np.cumsum([len(t.shape) for t in templates])]).astype(np.int64)
         self.tok_off = np.concatenate([[0], np.cumsum([len(t.tokens) for t in templates])]).astype(np.int64)
@@ -275,6 +270,15 @@ class Table:
         self.flags = {k: np.array([f(t.items[0][1]) if t.kind in columnar else False for t in templates]
                                   or [False], dtype=bool) for k, f in flag.items()}
 
+    def _insert(self, templates: list[Template], first: int) -> None:
+        """Put `templates` (numbered from `first`) in the open-addressing table."""
+        for t, tpl in enumerate(templates, first):
+            slot = tpl.hash & self.mask
+            while self.keys[slot]:
+                slot = (slot + 1) & self.mask
+            self.keys[slot] = tpl.hash
+            self.vals[slot] = t
+
     _PER_SHAPE = ("reads", "redirect", "zshape", "quiet", "state", "maskid", "as_rows", "hinted", "objects",
                   "dynamic", "transition", "has_items")
 
@@ -294,12 +298,7 @@ class Table:
         self = cls.__new__(cls)
         self.templates = templates
         self.keys, self.vals, self.mask = prev.keys.copy(), prev.vals.copy(), prev.mask
-        for t, tpl in enumerate(new, n0):
-            slot = tpl.hash & self.mask
-            while self.keys[slot]:
-                slot = (slot + 1) & self.mask
-            self.keys[slot] = tpl.hash
-            self.vals[slot] = t
+        self._insert(new, n0)
         self.skel = prev.skel + part.skel
         self.skel_off = np.concatenate([prev.skel_off, part.skel_off[1:] + prev.skel_off[-1]])
         self.tok_off = np.concatenate([prev.tok_off, part.tok_off[1:] + prev.tok_off[-1]])
