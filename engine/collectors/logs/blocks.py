@@ -702,10 +702,12 @@ class _Reader:
         per framework) or items (added to `items`, which is then put back in line order)."""
         table = scan.table
         tl, tt, tv = scan.tl, scan.tt, scan.tv
+        at = None  # rows of tv of the lines kept (None: all of them; rows are not copied)
         if fed_at.size:
             keep = ~np.isin(tl, fed_at)
             if not keep.all():
-                tl, tt, tv = tl[keep], tt[keep], tv[keep]
+                at = np.flatnonzero(keep)
+                tl, tt = tl[at], tt[at]
         if tl.size == 0:
             return
         self.shapes.hits += int(tl.size)
@@ -719,16 +721,22 @@ class _Reader:
         if as_rows.any():
             rt = tt[as_rows]
             by_fw: dict[tuple[str, bool], list[int]] = {}
-            for t in np.unique(rt).tolist():
+            for t in np.flatnonzero(np.bincount(rt)).tolist():
                 tpl = table.templates[t]
                 by_fw.setdefault((tpl.framework, tpl.cumulative), []).append(t)
             mixed = {fw for fw, _ in by_fw if (fw, True) in by_fw and (fw, False) in by_fw}
+            every = len(by_fw) == 1 and bool(as_rows.all())  # (the usual block: all its rows one group)
             for (fw, cumulative), ts in by_fw.items():
+                if every:
+                    got = rows_of(table, fw, tl + first, tt, tv, cumulative, at)
+                    columns.setdefault(fw, []).append(got)
+                    continue
                 sel = np.flatnonzero(as_rows & np.isin(tt, ts))
                 if fw in mixed:  # (never seen: one framework's lines both cumulative and not)
                     as_rows[sel] = False
                     continue
-                columns.setdefault(fw, []).append(rows_of(table, fw, tl[sel] + first, tt[sel], tv[sel], cumulative))
+                rows = sel if at is None else at[sel]
+                columns.setdefault(fw, []).append(rows_of(table, fw, tl[sel] + first, tt[sel], tv, cumulative, rows))
         other = np.flatnonzero(~as_rows & table.objects[tt])
         self.stats.columnar += int(np.count_nonzero(~as_rows))  # (records in columns: counted with the rest)
         if other.size:
@@ -737,7 +745,7 @@ class _Reader:
                 i = int(tl[k])
                 tpl = table.templates[int(tt[k])]
                 text = _text(body[int(starts[i]):int(nl[i])]) if tpl.slices else None
-                for item in make_items(tpl, first + i, tv[k], text):
+                for item in make_items(tpl, first + i, tv[k if at is None else int(at[k])], text):
                     items.append((first + i, item))
 
     def _with_triggers(self, body: bytes, starts: np.ndarray, nl: np.ndarray, others: np.ndarray) -> np.ndarray:

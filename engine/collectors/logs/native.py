@@ -60,6 +60,9 @@ class Kernels:
         self.shape_hash = lib.pdx_shape_hash
         self.shape_hash.restype = ctypes.c_uint64
         self.shape_hash.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int]
+        self.fold = lib.pdx_fold
+        self.fold.restype = None
+        self.fold.argtypes = [ctypes.c_int64, ctypes.c_int64, _i64p] + [_f64p] * 8 + [_i64p, _i64p, _f64p, _f64p]
 
 
 def cache_dir() -> Path | None:
@@ -195,3 +198,30 @@ def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool =
                        ptr(cache.bytes, _u8p), ptr(cache.tok_at, _i32p), ptr(cache.tok_len, _i32p))
                       if cache is not None else (None,) * 7))
     return (hashes, tid, out, slow.view(bool)) if values else (hashes, tid)
+
+
+FOLDED = ("count", "loss_sum", "loss_n", "loss_min", "loss_max", "loss_bad", "nan_w", "skipped_sum", "skipped_n",
+          "gn_sum", "gn_n", "gn_max", "gn_bad", "lr", "loss_scale")  # scan.c's pdx_fold order
+
+
+def fold(kern: Kernels, steps, loss, cols: dict, k: int) -> dict:
+    """series.Windows.append's windows of `k` points, in one pass (scan.c: pdx_fold): the same
+    values, sums in numpy's order."""
+    import numpy as np
+
+    n = int(steps.size)
+    nw = (n + k - 1) // k
+    first = np.empty(nw, dtype=np.int64)
+    last = np.empty(nw, dtype=np.int64)
+    out = np.empty((len(FOLDED), nw))
+    tmp = np.empty(4 * k)
+    arrs = [np.ascontiguousarray(a, dtype=np.float64) for a in
+            (loss, cols["grad_norm"], cols["skipped"], cols["loss_bad"], cols["gn_bad"], cols["nan_iters"],
+             cols["lr"], cols["loss_scale"])]
+    steps = np.ascontiguousarray(steps, dtype=np.int64)
+    kern.fold(n, k, ptr(steps), *(ptr(a, _f64p) for a in arrs), ptr(first), ptr(last), ptr(out, _f64p),
+              ptr(tmp, _f64p))
+    got = dict(zip(FOLDED, out))
+    got["first_step"], got["last_step"] = first, last
+    return got
+

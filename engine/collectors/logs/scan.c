@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+#include <float.h>
 
 #define PIPE '|'
 
@@ -644,5 +646,95 @@ void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
                 ctok_len[slot * width + j] = (int32_t)(z - a);
             }
         }
+    }
+}
+
+/* ---- Folding points into windows (series.Windows.append) ---------------------------------------
+ * Sums are taken in numpy's order so both paths give the same bits: np.add.reduceat over a window
+ * a[0..m) is a[0] + pairwise(a[1..m)), numpy's pairwise summation (8 accumulators in blocks of up
+ * to 128 values, halves above). Sums of 0/1 flags are exact in any order. Minimum and maximum keep
+ * numpy's choice between equal values (the later one). */
+static double pairwise(const double *a, int64_t n) {
+    if (n < 8) {
+        double r = -0.0;
+        for (int64_t i = 0; i < n; i++) r += a[i];
+        return r;
+    }
+    if (n <= 128) {
+        double r[8];
+        int64_t i;
+        for (int j = 0; j < 8; j++) r[j] = a[j];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++) r[j] += a[i + j];
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += a[i];
+        return res;
+    }
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return pairwise(a, n2) + pairwise(a + n2, n - n2);
+}
+
+static double window_sum(const double *a, int64_t m) {
+    return m == 1 ? a[0] : a[0] + pairwise(a + 1, m - 1);
+}
+
+/* Points [0, n) in windows of k (the last may be shorter): for window w, first[w] and last[w] are
+ * its first and last step, and out[f * nw + w] field f of the window, f in the order count,
+ * loss_sum, loss_n, loss_min, loss_max, loss_bad, nan_w, skipped_sum, skipped_n, gn_sum, gn_n,
+ * gn_max, gn_bad, lr, loss_scale (see Windows.append for what each is). `tmp` has room for 4k
+ * doubles. */
+void pdx_fold(int64_t n, int64_t k, const int64_t *steps, const double *loss, const double *gn,
+              const double *sk, const double *loss_bad, const double *gn_bad, const double *nan_iters,
+              const double *lr, const double *scale, int64_t *first, int64_t *last, double *out, double *tmp) {
+    int64_t nw = (n + k - 1) / k;
+    double *tl = tmp, *tn = tmp + k, *ts = tmp + 2 * k, *tg = tmp + 3 * k;
+    for (int64_t w = 0; w < nw; w++) {
+        int64_t s = w * k, e = s + k < n ? s + k : n, m = e - s;
+        double loss_n = 0, bad_n = 0, sk_n = 0, gn_n = 0, gbad_n = 0;
+        double lmin = INFINITY, lmax = -INFINITY, gmax = -INFINITY;
+        for (int64_t i = 0; i < m; i++) {
+            int64_t p = s + i;
+            double l = loss[p], g = gn[p], q = sk[p], v;
+            int fl = isfinite(l), fg = isfinite(g), known = !isnan(q);
+            int bad = loss_bad[p] != 0, gbad = gn_bad[p] != 0;
+            tl[i] = fl ? l : 0.0;
+            loss_n += fl;
+            v = fl ? l : INFINITY;
+            lmin = lmin < v ? lmin : v;
+            v = fl ? l : -INFINITY;
+            lmax = lmax > v ? lmax : v;
+            bad_n += bad;
+            /* nan_w: max(nan_to_num(nan_iters), bad or gn_bad) */
+            double c = nan_iters[p];
+            c = isnan(c) ? 0.0 : isinf(c) ? (c > 0 ? DBL_MAX : -DBL_MAX) : c;
+            double f = (bad || gbad) ? 1.0 : 0.0;
+            tn[i] = c > f ? c : f;
+            ts[i] = known ? q : 0.0;
+            sk_n += known;
+            tg[i] = fg ? g : 0.0;
+            gn_n += fg;
+            v = fg ? g : -INFINITY;
+            gmax = gmax > v ? gmax : v;
+            gbad_n += gbad;
+        }
+        first[w] = steps[s];
+        last[w] = steps[e - 1];
+        double *o = out + w;
+        o[0 * nw] = (double)m;
+        o[1 * nw] = window_sum(tl, m);
+        o[2 * nw] = loss_n;
+        o[3 * nw] = lmin;
+        o[4 * nw] = lmax;
+        o[5 * nw] = bad_n;
+        o[6 * nw] = window_sum(tn, m);
+        o[7 * nw] = window_sum(ts, m);
+        o[8 * nw] = sk_n;
+        o[9 * nw] = window_sum(tg, m);
+        o[10 * nw] = gn_n;
+        o[11 * nw] = gmax;
+        o[12 * nw] = gbad_n;
+        o[13 * nw] = lr[e - 1];
+        o[14 * nw] = scale[e - 1];
     }
 }

@@ -39,12 +39,12 @@ import bisect
 
 import math
 import os
-from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from precdx.collectors.logs import native
 from precdx.collectors.logs.formats import WINDOWED
 from precdx.collectors.logs.model import Event, Record, Rows
 
@@ -56,7 +56,6 @@ MAX_PENDING = 10_000  # step-less records held until a progress-bar counter date
 MAX_STEP = 2 ** 53   # steps are counters; NaN, Inf or anything beyond exact float range is garbage
 _NAN = math.nan
 MAX_POINTS = 200_000  # points kept per run before folding into windows (see module docstring)
-DENSE_FROM = 4096  # points a run-length column holds before it may be kept as its values
 FOLD = 8  # first window size; windows kept <= threshold / FOLD (a window costs ~8x a point)
 
 
@@ -104,89 +103,12 @@ class Runs:
         return bool(np.any(~np.isnan(self.values)))
 
 
-class _RunsBuilder:
-    """Append side of `Runs` (typed arrays, no per-point objects). A column whose value changes
-    at most points (a grad norm, a timer) is kept as its values once runs cost more than they
-    save (DENSE_FROM points, more runs than half of them): its runs are worked out when asked for,
-    the same as appended ones."""
-
-    __slots__ = ("values", "ends", "n", "last", "dense")
-
-    def __init__(self) -> None:
-        self.values = array("d")
-        self.ends = array("q")
-        self.n = 0
-        self.last: float | None = None
-        self.dense: array | None = None  # every value, once runs do not pay
-
-    def append(self, v: float) -> None:
-        if self.dense is not None:
-            self.dense.append(v)
-            self.n += 1
-            return
-        last = self.last
-        if last is not None and (v == last and (v != 0.0 or math.copysign(1.0, v) == math.copysign(1.0, last))
-                                 or (v != v and last != last)):
-            self.n += 1
-            self.ends[-1] = self.n
-            return
-        self.n += 1
-        self.values.append(v)
-        self.ends.append(self.n)
-        self.last = v
-
-    def extend(self, v: np.ndarray) -> None:
-        """`append` of every value of `v` in order, vectorised (same runs, same stored values)."""
-        n = int(v.size)
-        if n == 0:
-            return
-        v = np.ascontiguousarray(v, dtype=np.float64)
-        if self.dense is not None:
-            self.dense.frombytes(v.tobytes())
-            self.n += n
-            return
-        starts = _run_starts(v)
-        ends = np.append(starts, n) + self.n
-        starts = np.concatenate(([0], starts))
-        first, last = float(v[0]), self.last
-        if last is not None and (first == last and (first != 0.0 or math.copysign(1.0, first) == math.copysign(1.0, last))
-                                 or (first != first and last != last)):
-            self.ends[-1] = int(ends[0])
-            starts, ends = starts[1:], ends[1:]
-        if starts.size:
-            self.values.frombytes(v[starts].tobytes())
-            self.ends.frombytes(ends.astype(np.int64).tobytes())
-            self.last = float(v[starts[-1]])
-        self.n += n
-        if self.n >= DENSE_FROM and 2 * len(self.values) > self.n:
-            self.dense = array("d", self.runs().dense().tobytes())
-
-    def runs(self) -> Runs:
-        if self.dense is not None:
-            return _runs_of(np.frombuffer(self.dense, dtype=np.float64).copy())
-        return Runs(np.array(self.values, dtype=np.float64), np.array(self.ends, dtype=np.int64))
-
-    def values_dense(self) -> np.ndarray:
-        """Every value appended, in order."""
-        if self.dense is not None:
-            return np.frombuffer(self.dense, dtype=np.float64).copy()
-        return self.runs().dense()
-
-
 def _run_starts(v: np.ndarray) -> np.ndarray:
     """Where a run of equal values starts in `v` (float64), its first one left out: NaN equal to
     NaN, 0.0 distinct from -0.0."""
     bits = v.view(np.int64)
     nan = np.isnan(v)
     return np.flatnonzero((bits[1:] != bits[:-1]) & ~(nan[1:] & nan[:-1])) + 1
-
-
-def _runs_of(dense: np.ndarray) -> Runs:
-    """The runs `_RunsBuilder` appends of `dense` (each run holding its first value, as there)."""
-    if dense.size == 0:
-        return Runs()
-    starts = _run_starts(dense)
-    return Runs(dense[np.concatenate(([0], starts))], np.append(starts, dense.size).astype(np.int64))
 
 
 _AGG_SUM = ("count", "loss_sum", "loss_n", "loss_bad", "nan_w", "skipped_sum", "skipped_n",
@@ -217,10 +139,19 @@ class Windows:
             self.a = {f: v[:keep] for f, v in self.a.items()}
 
     def append(self, steps: np.ndarray, loss: np.ndarray, cols: dict[str, np.ndarray], k: int) -> None:
-        """Fold aligned point arrays into windows of `k` points (the last one may be shorter)."""
+        """Fold aligned point arrays into windows of `k` points (the last one may be shorter):
+        in one compiled pass when the kernels are there, else with numpy (the same values)."""
         n = steps.size
         if n == 0:
             return
+        kern = native.kernels()
+        new = native.fold(kern, steps, loss, cols, k) if kern is not None else self._fold(steps, loss, cols, k)
+        self.a = {f: np.concatenate([self.a[f], new[f]]) for f in self.FIELDS}
+
+    @staticmethod
+    def _fold(steps: np.ndarray, loss: np.ndarray, cols: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
+        """`append`'s windows with numpy (the reference the compiled fold equals)."""
+        n = steps.size
         starts = np.arange(0, n, k)
         lasts = np.append(starts[1:], n) - 1
         fl = np.isfinite(loss)
@@ -231,7 +162,7 @@ class Windows:
         bad = cols["loss_bad"] != 0
         nan_w = np.maximum(np.nan_to_num(cols["nan_iters"], nan=0.0), (bad | (cols["gn_bad"] != 0)).astype(float))
         add = lambda v: np.add.reduceat(v, starts)  # noqa: E731
-        new = {
+        return {
             "first_step": steps[starts], "last_step": steps[lasts],
             "count": np.diff(np.append(starts, n)).astype(np.float64),
             "loss_sum": add(np.where(fl, loss, 0.0)), "loss_n": add(fl.astype(float)),
@@ -244,7 +175,6 @@ class Windows:
             "gn_bad": add((cols["gn_bad"] != 0).astype(float)),
             "lr": cols["lr"][lasts], "loss_scale": cols["loss_scale"][lasts],
         }
-        self.a = {f: np.concatenate([self.a[f], new[f]]) for f in self.FIELDS}
 
     def halve(self) -> None:
         """Merge neighbouring windows pairwise (k doubles); an odd last window stays alone."""
@@ -274,9 +204,14 @@ class Windows:
         return a["last_step"].copy(), loss, runs
 
 
+_BUFFERED = ("loss_bad", "grad_norm", "gn_bad", "lr", "loss_scale", "skipped", "nan_iters")
+_ADD_CHUNK = 4096  # records added one by one are gathered into a chunk of columns this often
+
+
 class _Columns:
-    """Append-only typed columns for one framework's train records: step and loss as dense typed
-    arrays (16 bytes a point), every other field run-length encoded."""
+    """One framework's train records, buffered as dense typed columns (chunks of arrays in line
+    order, at most `limit` points: 72 bytes a point) until they are folded into windows or built
+    into a series (the optional columns then run-length encoded)."""
 
     def __init__(self, framework: str = "", limit: int | None = None) -> None:
         self.framework = framework
@@ -289,15 +224,9 @@ class _Columns:
         self.duplicates = 0
         self._cum_last = 0.0      # last cumulative skip total seen (folded mode)
         self._prev_step: int | None = None  # last step folded (folded mode)
-        self.step = array("q")
-        self.loss = array("d")
-        self.loss_bad = _RunsBuilder()
-        self.gn = _RunsBuilder()
-        self.gn_bad = _RunsBuilder()
-        self.lr = _RunsBuilder()
-        self.scale = _RunsBuilder()
-        self.skipped = _RunsBuilder()
-        self.nan_iters = _RunsBuilder()
+        self._chunks: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = []
+        self._added: list[tuple] = []  # records added one by one, not yet a chunk
+        self._n = 0               # points buffered
         self.inferred = 0
         self.with_loss = 0
         self.cumulative = False
@@ -331,25 +260,34 @@ class _Columns:
                 self.duplicates += 1
         self.total += 1
         self.last_step = step
-        self.step.append(step)
         loss = rec.loss
         if loss is None:
-            self.loss.append(_NAN)
-            self.loss_bad.append(1.0 if rec.loss_missing else 0.0)
+            loss, loss_bad = _NAN, 1.0 if rec.loss_missing else 0.0
         else:
             self.with_loss += 1
-            self.loss.append(loss)
-            self.loss_bad.append(0.0 if math.isfinite(loss) else 1.0)
+            loss_bad = 0.0 if math.isfinite(loss) else 1.0
         gn = rec.grad_norm
-        self.gn.append(_NAN if gn is None else float(gn))
-        self.gn_bad.append(1.0 if gn is not None and not math.isfinite(gn) else 0.0)
-        self.lr.append(_NAN if rec.lr is None else float(rec.lr))
-        self.scale.append(_NAN if rec.loss_scale is None else float(rec.loss_scale))
-        self.skipped.append(_NAN if rec.skipped is None else float(rec.skipped))
-        self.nan_iters.append(_NAN if rec.nan_iters is None else float(rec.nan_iters))
+        self._added.append((step, loss, loss_bad, _NAN if gn is None else float(gn),
+                            1.0 if gn is not None and not math.isfinite(gn) else 0.0,
+                            _NAN if rec.lr is None else float(rec.lr),
+                            _NAN if rec.loss_scale is None else float(rec.loss_scale),
+                            _NAN if rec.skipped is None else float(rec.skipped),
+                            _NAN if rec.nan_iters is None else float(rec.nan_iters)))
         self.cumulative = self.cumulative or rec.skipped_cumulative
-        if len(self.step) > self.limit:
+        self._n += 1
+        if len(self._added) >= _ADD_CHUNK:
+            self._gather()
+        if self._n > self.limit:
             self.fold()
+
+    def _gather(self) -> None:
+        """The records added one by one become a chunk."""
+        if not self._added:
+            return
+        a = np.array(self._added, dtype=np.float64)
+        steps = np.array([r[0] for r in self._added], dtype=np.int64)  # (exact beyond 2^53 too)
+        self._added = []
+        self._chunks.append((steps, a[:, 1].copy(), {name: a[:, 2 + j].copy() for j, name in enumerate(_BUFFERED)}))
 
     def extend(self, rows: Rows) -> None:
         """`add` of every record of `rows` in order, vectorised (same columns, counters, tracked
@@ -390,46 +328,53 @@ class _Columns:
             gn = np.where(rows.has_grad_norm, rows.grad_norm, _NAN)
             gn_bad = (rows.has_grad_norm & ~np.isfinite(rows.grad_norm)).astype(np.float64)
         self.cumulative = self.cumulative or rows.skipped_cumulative
-        cols = (("loss_bad", loss_bad), ("gn", gn), ("gn_bad", gn_bad), ("lr", rows.lr),
-                ("scale", rows.loss_scale), ("skipped", rows.skipped), ("nan_iters", rows.nan_iters))
+        cols = {"loss_bad": loss_bad, "grad_norm": gn, "gn_bad": gn_bad, "lr": rows.lr,
+                "loss_scale": rows.loss_scale, "skipped": rows.skipped, "nan_iters": rows.nan_iters}
+        self._gather()
         i = 0
         while i < n:  # a fold happens as soon as the buffer outgrows the limit, as in `add`
-            j = min(n, i + max(1, self.limit + 1 - len(self.step)))
-            self.step.frombytes(steps[i:j].tobytes())
-            self.loss.frombytes(np.ascontiguousarray(loss[i:j]).tobytes())
-            for attr, values in cols:  # (a fold replaces the builders)
-                getattr(self, attr).extend(values[i:j])
-            if len(self.step) > self.limit:
+            j = min(n, i + max(1, self.limit + 1 - self._n))
+            whole = i == 0 and j == n
+            self._chunks.append((steps if whole else steps[i:j], loss if whole else loss[i:j],
+                                 {k: np.asarray(v if whole else v[i:j], dtype=np.float64) for k, v in cols.items()}))
+            self._n += j - i
+            if self._n > self.limit:
                 self.fold()
             i = j
 
     def __len__(self) -> int:
-        return self.total if self.windows is not None else len(self.step)
+        return self.total if self.windows is not None else self._n
 
-    def _reset_buffer(self) -> None:
-        self.step, self.loss = array("q"), array("d")
-        for name in ("loss_bad", "gn", "gn_bad", "lr", "scale", "skipped", "nan_iters"):
-            setattr(self, name, _RunsBuilder())
+    @property
+    def n_buffered(self) -> int:
+        """Points held as points (not yet folded into windows)."""
+        return self._n
 
     def buffered(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """The buffered points as dense arrays (steps, loss, other columns by StepSeries name)."""
-        cols = {"loss_bad": self.loss_bad, "grad_norm": self.gn, "gn_bad": self.gn_bad, "lr": self.lr,
-                "loss_scale": self.scale, "skipped": self.skipped, "nan_iters": self.nan_iters}
-        return (np.array(self.step, dtype=np.int64), np.array(self.loss, dtype=np.float64),
-                {k: b.values_dense() for k, b in cols.items()})
+        """The buffered points as dense arrays (steps, loss, other columns by StepSeries name);
+        they stay buffered (as one chunk)."""
+        self._gather()
+        if not self._chunks:
+            return np.zeros(0, dtype=np.int64), np.zeros(0), {k: np.zeros(0) for k in _BUFFERED}
+        if len(self._chunks) > 1:
+            parts = self._chunks
+            self._chunks = [(np.concatenate([c[0] for c in parts]), np.concatenate([c[1] for c in parts]),
+                             {k: np.concatenate([c[2][k] for c in parts]) for k in _BUFFERED})]
+        steps, loss, cols = self._chunks[0]
+        return steps, loss, dict(cols)
 
     def fold(self, final: bool = False) -> None:
         """Fold the buffered points into windows (all of them when `final`, else whole windows
         of k, the rest staying buffered), after the same normalisation `build` applies to a whole
         series (`normalise`: last occurrence wins, cumulative skips, all-skipped windows)."""
-        if not self.step:
+        if not self._n:
             return
         if self.windows is None:
             self.windows = Windows()
             self.windows.k = FOLD
         w = self.windows
         steps, loss, cols = self.buffered()
-        self._reset_buffer()
+        self._chunks, self._n = [], 0
         steps, loss, cols = last_wins(steps, loss, cols)
         w.drop_from(int(steps[0]))
         m = steps.size if final else (steps.size // w.k) * w.k
@@ -443,11 +388,8 @@ class _Columns:
             while len(w) > self.max_windows:
                 w.halve()
         if steps.size > m:  # back into the buffer, as logged (normalised when folded)
-            self.step.frombytes(steps[m:].tobytes())
-            self.loss.frombytes(loss[m:].tobytes())
-            for attr, name in (("loss_bad", "loss_bad"), ("gn", "grad_norm"), ("gn_bad", "gn_bad"), ("lr", "lr"),
-                               ("scale", "loss_scale"), ("skipped", "skipped"), ("nan_iters", "nan_iters")):
-                getattr(self, attr).extend(cols[name][m:])
+            self._chunks.append((steps[m:].copy(), loss[m:].copy(), {k: v[m:].copy() for k, v in cols.items()}))
+            self._n = steps.size - m
 
 
 def last_wins(steps: np.ndarray, loss: np.ndarray, cols: dict[str, np.ndarray]

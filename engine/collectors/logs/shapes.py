@@ -801,18 +801,22 @@ def _maker(spec: tuple) -> tuple:
 
 
 def rows_of(table: Table, framework: str, lines: np.ndarray, tids: np.ndarray, vals: np.ndarray,
-            cumulative: bool) -> Rows:
+            cumulative: bool, at: np.ndarray | None = None) -> Rows:
     """The records of lines of learnt "rows" (and "hinted") shapes, in columns (`lines`: 1-based, in order;
-    `vals`: their tokens as read, a row per line)."""
+    `vals`: their tokens as read, a row per line, or the rows `at` of `vals` when given: only the
+    columns a record reads are taken from it)."""
     m = lines.size
     cols = {}
     one = int(tids[0]) if m and int(tids.min()) == int(tids.max()) else -1
     if one >= 0:  # (the usual block: one shape) a column read, or a constant
         for name, src in table.src.items():
             s = int(src[one])
-            cols[name] = vals[:, s].copy() if s >= 0 else np.full(m, table.const[name][one])
+            if s < 0:
+                cols[name] = np.full(m, table.const[name][one])
+            else:
+                cols[name] = vals[:, s].copy() if at is None else vals[at, s]
     else:
-        r = np.arange(m)
+        r = np.arange(m) if at is None else at
         for name, src in table.src.items():
             s = src[tids]
             v = table.const[name][tids]

@@ -94,7 +94,7 @@ def test_stored_points_stay_bounded(monkeypatch):
     for s in range(1, 50_001):
         b.add(Record(line=s, kind="train", framework="megatron", step=s, loss=1.0 + 1.0 / s, grad_norm=1.0))
         c = b._cols["megatron"]
-        peak = max(peak, len(c.step), len(c.windows) if c.windows is not None else 0)
+        peak = max(peak, c.n_buffered, len(c.windows) if c.windows is not None else 0)
     s = b.build()
     assert peak <= 1024 + 1
     assert len(s.steps) <= 1024 // series_mod.FOLD

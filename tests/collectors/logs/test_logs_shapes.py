@@ -538,52 +538,86 @@ def test_digit_blind_parsers_count_no_digits() -> None:
 
 
 @hypothesis.settings(max_examples=60, deadline=None, derandomize=True)
-@hypothesis.given(chunks=st.lists(st.tuples(st.booleans(), st.lists(st.sampled_from(
-    [0.0, -0.0, 1.5, 2.5, float("nan"), float("inf")]), min_size=1, max_size=3000)), min_size=1, max_size=8),
-    churn=st.booleans())
-def test_run_columns_kept_as_values_are_the_same_runs(chunks, churn) -> None:
-    """A run-length column that turns to keeping its values (most points changing) gives the
-    runs and values it would have kept as runs: each run holding its first value, NaN equal to
-    NaN, 0.0 not -0.0."""
+@hypothesis.given(chunks=st.lists(st.tuples(st.booleans(), st.lists(st.tuples(
+    st.integers(-3, 40), st.sampled_from([0.0, -0.0, 1.5, 2.5, float("nan"), float("inf"), None]),
+    st.sampled_from([0.5, float("nan"), None]), st.sampled_from([1e-4, None]), st.sampled_from([0, 1, None])),
+    min_size=1, max_size=300)), min_size=1, max_size=8), limit=st.sampled_from([16, 40, 10_000]),
+    cumulative=st.booleans())
+def test_columns_added_one_by_one_or_in_chunks_are_the_same(chunks, limit, cumulative) -> None:
+    """A framework's columns fed record by record (`add`) and the same records fed as columns
+    (`extend`, in any mixture of chunks) buffer the same points bit for bit, fold into the same
+    windows (small limits fold often) and count the same restarts and duplicates."""
     from precdx.collectors.logs import series
+    from precdx.collectors.logs.model import Record, Rows
 
-    was, series.DENSE_FROM = series.DENSE_FROM, 16  # (small: the switch happens in small examples)
-    try:
-        b = series._RunsBuilder()
-        everything: list[float] = []
-        for one_by_one, values in chunks:
-            if churn:  # (a value changing at most points)
-                values = [v + i for i, v in enumerate(values)]
-            if one_by_one:
-                for v in values:
-                    b.append(v)
-            else:
-                b.extend(np.array(values))
-            everything += values
-    finally:
-        series.DENSE_FROM = was
-    dense = np.array(everything)
-    assert _bits_list(b.values_dense()) == _bits_list(dense)
-    runs = b.runs()
-    want_values, want_ends = [], []
-    for i, v in enumerate(everything):
-        same = want_values and (_bits(v) == _bits(want_values[-1]) or (v != v and want_values[-1] != want_values[-1]))
-        if same:
-            want_ends[-1] = i + 1
+    one = series._Columns("deepspeed", limit=limit)
+    mixed = series._Columns("deepspeed", limit=limit)
+    step = 0
+    for as_rows, recs in chunks:
+        made = []
+        for d, loss, gn, lr, skipped in recs:
+            step += d
+            made.append(Record("deepspeed", "train", step=step, loss=loss, grad_norm=gn, lr=lr, skipped=skipped,
+                               skipped_cumulative=cumulative))
+        for r in made:
+            one.add(r, 0)
+        if as_rows:
+            f = lambda v: np.array([np.nan if x is None else x for x in v], dtype=np.float64)  # noqa: E731
+            mixed.extend(Rows("deepspeed", np.arange(len(made)), f([r.step for r in made]), f([r.loss for r in made]),
+                              np.array([r.loss is not None for r in made]), np.zeros(len(made), dtype=bool),
+                              f([r.grad_norm for r in made]), np.array([r.grad_norm is not None for r in made]),
+                              f([r.lr for r in made]), f([None] * len(made)), f([r.skipped for r in made]),
+                              f([None] * len(made)), cumulative, {}, None))
         else:
-            want_values.append(v)
-            want_ends.append(i + 1)
-    assert _bits_list(runs.values) == [_bits(v) for v in want_values] and runs.ends.tolist() == want_ends
-    DENSE_SEEN.append(b.dense is not None)
+            for r in made:
+                mixed.add(r, 0)
+    for c in (one, mixed):
+        c.fold(final=True) if c.windows is not None else None
+    assert (len(one), one.restarts, one.duplicates, one.with_loss) == (len(mixed), mixed.restarts, mixed.duplicates,
+                                                                       mixed.with_loss)
+    if one.windows is None:
+        a, b = one.buffered(), mixed.buffered()
+        assert _bits_list(a[0]) == _bits_list(b[0]) and _bits_list(a[1]) == _bits_list(b[1])
+        assert all(_bits_list(a[2][k]) == _bits_list(b[2][k]) for k in a[2])
+    else:
+        assert one.windows.k == mixed.windows.k
+        for f_ in series.Windows.FIELDS:
+            assert _bits_list(one.windows.a[f_]) == _bits_list(mixed.windows.a[f_]), f_
 
 
-DENSE_SEEN: list[bool] = []
+@hypothesis.settings(max_examples=40, deadline=None, derandomize=True,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(n=st.integers(1, 3000), k=st.sampled_from([1, 3, 8, 9, 16, 129, 256, 1024]),
+                  seed=st.integers(0, 2 ** 32 - 1))
+def test_the_compiled_fold_gives_numpys_windows_bit_for_bit(n, k, seed, kern) -> None:
+    """scan.c's pdx_fold gives every window aggregate Windows' numpy fold gives, sums in the
+    same order (their bits, signs of zero included), with NaN, infinities and zeros of both
+    signs among the points."""
+    from precdx.collectors.logs import native, series
 
+    rng = np.random.default_rng(seed)
 
-def test_run_columns_turn_to_values() -> None:
-    """(the examples above did take the path that keeps values)"""
-    test_run_columns_kept_as_values_are_the_same_runs()
-    assert any(DENSE_SEEN) and not all(DENSE_SEEN)
+    def col(p_nan: float) -> np.ndarray:
+        v = rng.standard_normal(n) * 10.0 ** int(rng.integers(-3, 6))
+        v[rng.random(n) < p_nan] = np.nan
+        v[rng.random(n) < 0.03] = np.inf
+        v[rng.random(n) < 0.03] = -np.inf
+        v[rng.random(n) < 0.05] = -0.0
+        v[rng.random(n) < 0.05] = 0.0
+        return v
+
+    steps = np.cumsum(rng.integers(1, 3, n))
+    cols = {"grad_norm": col(0.1), "skipped": col(0.5), "loss_bad": (rng.random(n) < 0.1).astype(float),
+            "gn_bad": (rng.random(n) < 0.1).astype(float), "nan_iters": col(0.3), "lr": col(0.1),
+            "loss_scale": col(0.1)}
+    loss = col(0.1)
+    got = native.fold(kern, steps, loss, cols, k)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = series.Windows._fold(steps, loss, cols, k)
+    for f_ in series.Windows.FIELDS:
+        assert got[f_].dtype == want[f_].dtype
+        assert _bits_list(got[f_]) == _bits_list(want[f_]) if f_ not in ("loss_min", "loss_max", "gn_max") \
+            else np.array_equal(got[f_], want[f_]), f_
 
 
 def _bits_list(a) -> list[bytes]:
@@ -591,11 +625,9 @@ def _bits_list(a) -> list[bytes]:
 
 
 def test_a_long_run_read_in_columns_keeps_its_values(tmp_path: Path, kern) -> None:
-    """A run longer than DENSE_FROM points whose grad norm changes every step (kept as values,
-    not runs): the block reader gives the per-line reader's series."""
-    from precdx.collectors.logs import series
-
+    """A run of thousands of points whose grad norm changes every step: the block reader gives
+    the per-line reader's series."""
     path = tmp_path / "titan.log"
     n = RUNS.write_run("torchtitan", path, 1.5)
-    assert n > 2 * series.DENSE_FROM
+    assert n > 8192
     _assert_same(path, 1 << 22)
