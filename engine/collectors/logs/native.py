@@ -60,6 +60,9 @@ class Kernels:
         self.shape_hash = lib.pdx_shape_hash
         self.shape_hash.restype = ctypes.c_uint64
         self.shape_hash.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int]
+        self.token = lib.pdx_token
+        self.token.restype = ctypes.c_int
+        self.token.argtypes = [ctypes.c_char_p, ctypes.c_int64, _f64p]
         self.fold = lib.pdx_fold
         self.fold.restype = None
         self.fold.argtypes = [ctypes.c_int64, ctypes.c_int64, _i64p] + [_f64p] * 8 + [_i64p, _i64p, _f64p, _f64p]
@@ -145,6 +148,13 @@ def number(kern: Kernels, text: bytes) -> float | None:
     """A value as the kernels read it, or None when they leave it to the shared number grammar."""
     out = ctypes.c_double()
     return out.value if kern.number(text, len(text), ctypes.byref(out)) else None
+
+
+def token(kern: Kernels, text: bytes) -> float | None:
+    """A token as the shapes' reader reads it (scan.c: read_token), or None when it is left to
+    the parsers."""
+    out = ctypes.c_double()
+    return out.value if kern.token(text, len(text), ctypes.byref(out)) else None
 
 
 def ptr(a, kind=_i64p):

@@ -445,29 +445,75 @@ static int32_t find_shape(uint64_t h, const uint8_t *buf, int64_t m, const uint6
     }
 }
 
+/* A decimal of 16 to 19 significant digits m and a power of ten within 10^+-27, read in one
+ * x87 extended operation where long double has a 64-bit significand (m and 10^k, k <= 27, are
+ * exact there; the quotient or product is rounded once to 64 bits, its value in the normal
+ * double range). Rounding that to a double gives float()'s result unless it lies exactly halfway
+ * between two doubles (its 11 bits below a double's significand 10000000000): the exact value
+ * may then be on either side, and 0 is returned (strtod reads it). 0 too on other platforms. */
+#if defined(__x86_64__) && defined(LDBL_MANT_DIG) && LDBL_MANT_DIG == 64
+static const long double P10L[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
+                                     1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
+                                     1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+
+static int extended(uint64_t m, int exp10, int neg, double *out) {
+    if (m == 0 || exp10 < -27 || exp10 > 27) return 0;
+    long double r = exp10 < 0 ? (long double)m / P10L[-exp10] : (long double)m * P10L[exp10];
+    uint64_t sig;
+    memcpy(&sig, &r, sizeof sig);  /* (x87 layout: the 64-bit significand first) */
+    if ((sig & 0x7FF) == 0x400) return 0;
+    double v = (double)r;
+    *out = neg ? -v : v;
+    return 1;
+}
+#else
+static int extended(uint64_t m, int exp10, int neg, double *out) {
+    (void)m, (void)exp10, (void)neg, (void)out;
+    return 0;
+}
+#endif
+
 /* A plain decimal of more than 15 significant digits (what Python's repr prints for a double
- * is 17): read with strtod, correctly rounded as float() is. 1 and *out when the token is
+ * is 17): read by `extended` when it can, else with strtod, correctly rounded as float() is. 1 and *out when the token is
  * [+-]digits[.digits][(e|E)[+-]digits] and strtod reads all of it (a locale whose decimal point
  * is not '.' stops it early: 0, the line goes to the parsers). */
 static int long_decimal(const uint8_t *s, int64_t n, double *out) {
     char buf[72];
     if (n <= 0 || n >= (int64_t)sizeof buf) return 0;
     int64_t i = 0;
-    if (s[i] == '+' || s[i] == '-') i++;
+    int neg = 0, nd = 0, x = 0, big = 0;  /* (significant digits, the point's power of ten, past 19) */
+    uint64_t m = 0;
+    if (s[i] == '+' || s[i] == '-') neg = s[i++] == '-';
     int digits = 0;
-    while (i < n && DIGIT(s[i])) i++, digits++;
+    for (; i < n && DIGIT(s[i]); i++, digits++) {
+        if (m || s[i] != '0') {
+            if (++nd > 19) big = 1;
+            else m = m * 10 + (uint64_t)(s[i] - '0');
+        }
+        if (nd > 19) x++;
+    }
     if (i < n && s[i] == '.') {
         i++;
-        while (i < n && DIGIT(s[i])) i++, digits++;
+        for (; i < n && DIGIT(s[i]); i++, digits++) {
+            if (m || s[i] != '0') {
+                if (++nd > 19) big = 1;
+                else m = m * 10 + (uint64_t)(s[i] - '0');
+            }
+            if (nd <= 19) x--;
+        }
     }
     if (!digits) return 0;
     if (i < n && (s[i] == 'e' || s[i] == 'E')) {
         i++;
-        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        int eneg = 0, e = 0;
+        if (i < n && (s[i] == '+' || s[i] == '-')) eneg = s[i++] == '-';
         if (i >= n || !DIGIT(s[i])) return 0;
-        while (i < n && DIGIT(s[i])) i++;
+        for (; i < n && DIGIT(s[i]); i++)
+            if (e < 100000) e = e * 10 + (s[i] - '0');
+        x += eneg ? -e : e;
     }
     if (i != n) return 0;
+    if (!big && extended(m, x, neg, out)) return 1;
     memcpy(buf, s, (size_t)n);
     buf[n] = 0;
     char *end;
@@ -513,6 +559,11 @@ static int read_token(const uint8_t *p, int64_t len, double *o) {
     return long_decimal(p, len, o)
            && (memchr(p, '.', (size_t)len) || memchr(p, 'e', (size_t)len) || memchr(p, 'E', (size_t)len)
                || (*o < 9007199254740992.0 && *o > -9007199254740992.0));
+}
+
+/* One token as read_token reads it (for tests): 1 and *out when read exactly, else 0. */
+int pdx_token(const uint8_t *s, int64_t n, double *out) {
+    return n > 0 && read_token(s, n, out);
 }
 
 /* The tokens of line [s, e) of shape t (runs as shape_of gives them) into out[0..]: shape t's

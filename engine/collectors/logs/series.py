@@ -209,9 +209,9 @@ _ADD_CHUNK = 4096  # records added one by one are gathered into a chunk of colum
 
 
 class _Columns:
-    """One framework's train records, buffered as dense typed columns (chunks of arrays in line
-    order, at most `limit` points: 72 bytes a point) until they are folded into windows or built
-    into a series (the optional columns then run-length encoded)."""
+    """One framework's train records, buffered as dense typed columns (in line order, at most
+    `limit` + 1 points: 72 bytes a point, in arrays that grow by doubling) until they are folded
+    into windows or built into a series (the optional columns then run-length encoded)."""
 
     def __init__(self, framework: str = "", limit: int | None = None) -> None:
         self.framework = framework
@@ -224,9 +224,10 @@ class _Columns:
         self.duplicates = 0
         self._cum_last = 0.0      # last cumulative skip total seen (folded mode)
         self._prev_step: int | None = None  # last step folded (folded mode)
-        self._chunks: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = []
-        self._added: list[tuple] = []  # records added one by one, not yet a chunk
-        self._n = 0               # points buffered
+        self._buf: dict[str, np.ndarray] = {}  # "step", "loss" and _BUFFERED, room for _cap points
+        self._cap = 0
+        self._added: list[tuple] = []  # records added one by one, not yet in the buffer
+        self._n = 0               # points buffered (those in `_added` included)
         self.inferred = 0
         self.with_loss = 0
         self.cumulative = False
@@ -281,13 +282,29 @@ class _Columns:
             self.fold()
 
     def _gather(self) -> None:
-        """The records added one by one become a chunk."""
+        """The records added one by one go into the buffer."""
         if not self._added:
             return
         a = np.array(self._added, dtype=np.float64)
         steps = np.array([r[0] for r in self._added], dtype=np.int64)  # (exact beyond 2^53 too)
         self._added = []
-        self._chunks.append((steps, a[:, 1].copy(), {name: a[:, 2 + j].copy() for j, name in enumerate(_BUFFERED)}))
+        self._put(self._n - len(steps), steps, a[:, 1], {name: a[:, 2 + j] for j, name in enumerate(_BUFFERED)})
+
+    def _put(self, at: int, steps: np.ndarray, loss: np.ndarray, cols: dict[str, np.ndarray]) -> None:
+        """Points written into the buffer from point `at` on (it grows when short of room)."""
+        end = at + steps.size
+        if end > self._cap:
+            cap = max(end, min(2 * self._cap, self.limit + 1), 256)
+            grown = {"step": np.empty(cap, dtype=np.int64)}
+            grown.update({k: np.empty(cap) for k in ("loss",) + _BUFFERED})
+            for k, v in self._buf.items():
+                grown[k][:at] = v[:at]
+            self._buf, self._cap = grown, cap
+        b = self._buf
+        b["step"][at:end] = steps
+        b["loss"][at:end] = loss
+        for k in _BUFFERED:
+            b[k][at:end] = cols[k]
 
     def extend(self, rows: Rows) -> None:
         """`add` of every record of `rows` in order, vectorised (same columns, counters, tracked
@@ -334,9 +351,7 @@ class _Columns:
         i = 0
         while i < n:  # a fold happens as soon as the buffer outgrows the limit, as in `add`
             j = min(n, i + max(1, self.limit + 1 - self._n))
-            whole = i == 0 and j == n
-            self._chunks.append((steps if whole else steps[i:j], loss if whole else loss[i:j],
-                                 {k: np.asarray(v if whole else v[i:j], dtype=np.float64) for k, v in cols.items()}))
+            self._put(self._n, steps[i:j], loss[i:j], {k: v[i:j] for k, v in cols.items()})
             self._n += j - i
             if self._n > self.limit:
                 self.fold()
@@ -350,18 +365,20 @@ class _Columns:
         """Points held as points (not yet folded into windows)."""
         return self._n
 
-    def buffered(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """The buffered points as dense arrays (steps, loss, other columns by StepSeries name);
-        they stay buffered (as one chunk)."""
+    def _views(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """The buffered points, as views of the buffer."""
         self._gather()
-        if not self._chunks:
+        n = self._n
+        if not self._buf:
             return np.zeros(0, dtype=np.int64), np.zeros(0), {k: np.zeros(0) for k in _BUFFERED}
-        if len(self._chunks) > 1:
-            parts = self._chunks
-            self._chunks = [(np.concatenate([c[0] for c in parts]), np.concatenate([c[1] for c in parts]),
-                             {k: np.concatenate([c[2][k] for c in parts]) for k in _BUFFERED})]
-        steps, loss, cols = self._chunks[0]
-        return steps, loss, dict(cols)
+        b = self._buf
+        return b["step"][:n], b["loss"][:n], {k: b[k][:n] for k in _BUFFERED}
+
+    def buffered(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """The buffered points as dense arrays of their own (steps, loss, other columns by
+        StepSeries name); they stay buffered."""
+        steps, loss, cols = self._views()
+        return steps.copy(), loss.copy(), {k: v.copy() for k, v in cols.items()}
 
     def fold(self, final: bool = False) -> None:
         """Fold the buffered points into windows (all of them when `final`, else whole windows
@@ -373,22 +390,22 @@ class _Columns:
             self.windows = Windows()
             self.windows.k = FOLD
         w = self.windows
-        steps, loss, cols = self.buffered()
-        self._chunks, self._n = [], 0
-        steps, loss, cols = last_wins(steps, loss, cols)
+        # (views of the buffer: what normalise changes in place is in the points folded away)
+        steps, loss, cols = last_wins(*self._views())
         w.drop_from(int(steps[0]))
         m = steps.size if final else (steps.size // w.k) * w.k
         if m:
             h_steps, h_loss = steps[:m], loss[:m]
-            h = {k: v[:m].copy() for k, v in cols.items()}
+            h = {k: v[:m] for k, v in cols.items()}
             h_loss, self._cum_last = normalise(h_steps, h_loss, h, self.framework, self.cumulative,
                                                self._cum_last, self._prev_step)
             self._prev_step = int(h_steps[-1])
             w.append(h_steps, h_loss, h, w.k)
             while len(w) > self.max_windows:
                 w.halve()
-        if steps.size > m:  # back into the buffer, as logged (normalised when folded)
-            self._chunks.append((steps[m:].copy(), loss[m:].copy(), {k: v[m:].copy() for k, v in cols.items()}))
+        self._n = 0
+        if steps.size > m:  # to the head of the buffer, as logged (normalised when folded)
+            self._put(0, steps[m:], loss[m:], {k: v[m:] for k, v in cols.items()})  # (overlaps: numpy copes)
             self._n = steps.size - m
 
 

@@ -631,3 +631,44 @@ def test_a_long_run_read_in_columns_keeps_its_values(tmp_path: Path, kern) -> No
     n = RUNS.write_run("torchtitan", path, 1.5)
     assert n > 8192
     _assert_same(path, 1 << 22)
+
+
+@hypothesis.settings(max_examples=400, deadline=None, derandomize=True,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(digits=st.text("0123456789", min_size=16, max_size=21), point=st.integers(0, 21),
+                  exp=st.one_of(st.none(), st.integers(-40, 40)), neg=st.booleans(), x=st.floats(allow_nan=False,
+                                                                                                allow_infinity=False))
+def test_long_decimals_are_read_as_float_reads_them(digits, point, exp, neg, x, kern) -> None:
+    """Tokens of 16 to 21 significant digits (what repr prints for most doubles), read by the
+    extended-precision path or strtod, are float()'s value bit for bit, or left to the parsers;
+    so are the repr of any double and decimals lying exactly halfway between two doubles (the
+    case one extended rounding cannot settle)."""
+    import decimal
+
+    t = digits[:point] + "." + digits[point:] if point < len(digits) else digits
+    t = ("-" if neg else "") + t + ("" if exp is None else f"e{exp}")
+    for text in (t, repr(x)):
+        got = native.token(kern, text.encode())
+        if got is not None:
+            assert _bits(got) == _bits(float(text)), text
+    if x and math.isfinite(x) and 1e-20 < abs(x) < 1e20:
+        with decimal.localcontext() as ctx:
+            ctx.prec = 80
+            mid = (decimal.Decimal(x) + decimal.Decimal(math.nextafter(x, math.inf))) / 2
+        text = format(mid, "f")
+        got = native.token(kern, text.encode())
+        assert got is None or _bits(got) == _bits(float(text)), text
+
+
+def test_long_decimals_mostly_take_the_fast_path(kern) -> None:
+    """(the extended path does read such tokens: most reprs of doubles are read, and a token
+    exactly halfway between two doubles is still read right)"""
+    import random
+
+    rng = random.Random(7)
+    texts = [repr(rng.uniform(0.5, 2.0)) for _ in range(2000)]
+    got = [native.token(kern, t.encode()) for t in texts]
+    assert sum(g is not None for g in got) == len(texts)
+    assert all(_bits(g) == _bits(float(t)) for g, t in zip(got, texts))
+    half = "9007199254740993.0"  # 2^53 + 1: halfway between two doubles, ties to even
+    assert native.token(kern, half.encode()) == float(half)
