@@ -96,13 +96,15 @@ def deepspeed(r: Run) -> Iterator[str]:
 
 def hf_trainer(r: Run) -> Iterator[str]:
     """HF Trainer with logging_steps=1 in a file: a tqdm progress line per step, the logged dict
-    after it; an eval every 500 steps."""
-    total = 20_000
+    after it; an eval every 500 steps. A run longer than max_steps is the same job resumed (its
+    bar starts again; a bar never passes 100%)."""
+    total = 200_000
     for s in range(1, 10**9):
-        pct = 100 * s // total
-        el = int(s * 1.6)
-        left = int((total - s) * 1.6) if s < total else 0
-        yield (f"{pct:3d}%|{'█' * (pct // 10):10s}| {s}/{total} [{el // 3600:02d}:{el // 60 % 60:02d}:{el % 60:02d}<"
+        b = (s - 1) % total + 1  # (the step on the bar)
+        pct = 100 * b // total
+        el = int(b * 1.6)
+        left = int((total - b) * 1.6)
+        yield (f"{pct:3d}%|{'█' * (pct // 10):10s}| {b}/{total} [{el // 3600:02d}:{el // 60 % 60:02d}:{el % 60:02d}<"
                f"{left // 3600:02d}:{left // 60 % 60:02d}:{left % 60:02d}, {r.jitter(1.6):.2f}s/it]\n")
         yield (f"{{'loss': {round(r.loss(s), 4)}, 'grad_norm': {r.grad_norm(s)}, 'learning_rate': {r.lr(s)}, "
                f"'epoch': {round(s / total * 3, 2)}}}\n")
