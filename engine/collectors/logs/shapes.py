@@ -807,24 +807,28 @@ def rows_of(table: Table, framework: str, lines: np.ndarray, tids: np.ndarray, v
     columns a record reads are taken from it)."""
     m = lines.size
     cols = {}
-    one = int(tids[0]) if m and int(tids.min()) == int(tids.max()) else -1
-    if one >= 0:  # (the usual block: one shape) a column read, or a constant
-        for name, src in table.src.items():
-            s = int(src[one])
-            if s < 0:
-                cols[name] = np.full(m, table.const[name][one])
-            else:
+    present = np.flatnonzero(np.bincount(tids)) if m else np.zeros(0, dtype=np.int64)  # (the shapes among them)
+    r = None
+    for name, src in table.src.items():
+        ss = src[present]
+        if ss.size and (ss == ss[0]).all():  # every shape reads it from one token, or none does
+            s = int(ss[0])
+            if s >= 0:
                 cols[name] = vals[:, s].copy() if at is None else vals[at, s]
-    else:
-        r = np.arange(m) if at is None else at
-        for name, src in table.src.items():
-            s = src[tids]
-            v = table.const[name][tids]
-            got = s >= 0
-            if got.any():
-                v = v.copy()
-                v[got] = vals[r[got], s[got]]
-            cols[name] = v
+                continue
+            const = table.const[name][present]
+            if (const.view(np.int64) == const[:1].view(np.int64)).all():  # (one constant, NaN too)
+                cols[name] = np.full(m, const[0])
+                continue
+        if r is None:
+            r = np.arange(m) if at is None else at
+        s = src[tids]
+        v = table.const[name][tids]
+        got = s >= 0
+        if got.any():
+            v = v.copy()
+            v[got] = vals[r[got], s[got]]
+        cols[name] = v
     extra = {}
     for k in table.extras:
         v = cols[f"extra:{k}"]
