@@ -8,7 +8,8 @@
  * newline. Numbers: a kernel only reads a value itself when it can give exactly what Python's
  * float() gives (a plain decimal of at most 15 significant digits and a power of ten up to 22:
  * one correctly rounded IEEE operation on two exact doubles); any other spelling is flagged and
- * read by the caller with the shared number grammar.
+ * read by the caller with the shared number grammar. Also: the fold of a run's points into
+ * windows (pdx_fold, for series.Windows).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -474,9 +475,9 @@ static int extended(uint64_t m, int exp10, int neg, double *out) {
 #endif
 
 /* A plain decimal of more than 15 significant digits (what Python's repr prints for a double
- * is 17): read by `extended` when it can, else with strtod, correctly rounded as float() is. 1 and *out when the token is
- * [+-]digits[.digits][(e|E)[+-]digits] and strtod reads all of it (a locale whose decimal point
- * is not '.' stops it early: 0, the line goes to the parsers). */
+ * is 17), correctly rounded as float() is: read by `extended` when it can, else with strtod.
+ * 1 and *out when the token is [+-]digits[.digits][(e|E)[+-]digits] and all of it is read (a
+ * locale whose decimal point is not '.' stops strtod early: 0, the line goes to the parsers). */
 static int long_decimal(const uint8_t *s, int64_t n, double *out) {
     char buf[72];
     if (n <= 0 || n >= (int64_t)sizeof buf) return 0;
