@@ -16,7 +16,9 @@ from precdx.collectors.logs.formats import builtin_parsers
 from precdx.collectors.logs.formats.base import LineParser
 from precdx.collectors.logs.formats.declared import DeclaredParser, load_declared_formats
 from precdx.collectors.logs.model import Record
-from precdx.collectors.logs.reader import Dispatcher
+from precdx.collectors.logs.blocks import read_into
+from precdx.collectors.logs.reader import Dispatcher, ReadStats
+from precdx.collectors.logs.series import SeriesBuilder
 from precdx.collectors.logs.shapes import Shapes, Table, Template, fingerprint, shape
 from tests.collectors.logs.conftest import ensure_kernels
 from tests.collectors.logs.test_logs_blocks import REAL, _assert_same
@@ -672,3 +674,26 @@ def test_long_decimals_mostly_take_the_fast_path(kern) -> None:
     assert all(_bits(g) == _bits(float(t)) for g, t in zip(got, texts))
     half = "9007199254740993.0"  # 2^53 + 1: halfway between two doubles, ties to even
     assert native.token(kern, half.encode()) == float(half)
+
+
+def test_shapes_of_one_block_that_print_different_constants(tmp_path: Path, kern) -> None:
+    """Blocks holding lines of several learnt shapes of one framework, read in columns, that
+    print a value as a word (a learning rate of nan in some, inf in others, a number in the rest,
+    spelt with or without an exponent; for a while only nan and inf): each line keeps its own
+    shape's constant or token, as the per-line reader reads it."""
+    lines = []
+    for s in range(1, 12001):
+        lr = "nan" if s % 7 == 0 else "inf" if s % 11 == 0 else f"{s * 1.5e-7:.3g}"
+        if 6000 <= s < 9000:  # (blocks whose every shape prints a word, not the same one)
+            lr = "nan" if s % 3 else "inf"
+        lines.append(f"Training epoch 0, iteration {s}/499999 | lr: {lr} | consumed_samples: {8 * s} | "
+                     f"global_batch_size: 8 | global_step: {s} | reduced_train_loss: {round(2.5 - s / 1e4, 4)} | "
+                     f"train_step_timing in s: 0.0{3100 + s % 97}")
+    path = tmp_path / "nemo.log"
+    path.write_text("\n".join(lines) + "\n")
+    stats = _assert_same(path, 1 << 16)
+    assert stats.columnar > len(lines) // 2  # (most lines were read from their shapes)
+    b = SeriesBuilder("b", "t")
+    read_into(path, ReadStats(str(path)), b, block=1 << 16, columns=True)
+    lr = b.build().lr
+    assert np.isinf(lr).sum() > 1500 and np.isnan(lr).sum() > 3000 and np.isfinite(lr).sum() > 6000
