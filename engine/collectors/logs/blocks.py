@@ -142,6 +142,10 @@ class _Scan:
     address: int = 0              # where the block's bytes are (for the kernels)
     silent: np.ndarray | None = None       # lines of new shapes holding no trigger,
     silent_hash: np.ndarray | None = None  # and their shape hashes
+    # (tl, which of them are records in columns, those records by framework: _grouped) worked
+    # out on the scan thread when no line of the block is a step-less record (whether those go in
+    # columns depends on the builder); used while tl is the one it was worked out for
+    grouped: tuple | None = None
 
 
 def _escape(literal: bytes) -> str:
@@ -362,8 +366,12 @@ class _Reader:
         order = np.argsort(residual, kind="stable")
         silent = np.ones(unk.size, dtype=bool)
         silent[at] = False
+        grouped = None
+        if tl.size and not table.hinted[tt].any():
+            as_rows = table.as_rows[tt]
+            grouped = (tl, as_rows, _grouped(table, tl, tt, tv, as_rows, None))
         return _Scan(body, starts, nl, rows, row_idx, fast, residual[order], rhash[order], tl, tt, tv, table,
-                     address, unk[silent], unk_hash[silent])
+                     address, unk[silent], unk_hash[silent], grouped)
 
     def _merge(self, scan: "_Scan | list[str] | tuple") -> None:
         """Feed one scanned block to the parsers (the lines that need them) and the builder."""
@@ -711,32 +719,23 @@ class _Reader:
         if tl.size == 0:
             return
         self.shapes.hits += int(tl.size)
-        as_rows = table.as_rows[tt]
-        hinted = table.hinted[tt]
-        if hinted.any():  # records without a step: in columns once the builder numbers them as they come
-            dated = np.zeros(len(table.templates), dtype=bool)
-            for t in np.unique(tt[hinted]).tolist():
-                dated[t] = self.builder.dated(table.templates[t].framework)
-            as_rows |= hinted & dated[tt]
-        if as_rows.any():
-            rt = tt[as_rows]
-            by_fw: dict[tuple[str, bool], list[int]] = {}
-            for t in np.flatnonzero(np.bincount(rt)).tolist():
-                tpl = table.templates[t]
-                by_fw.setdefault((tpl.framework, tpl.cumulative), []).append(t)
-            mixed = {fw for fw, _ in by_fw if (fw, True) in by_fw and (fw, False) in by_fw}
-            every = len(by_fw) == 1 and bool(as_rows.all())  # (the usual block: all its rows one group)
-            for (fw, cumulative), ts in by_fw.items():
-                if every:
-                    got = rows_of(table, fw, tl + first, tt, tv, cumulative, at)
-                    columns.setdefault(fw, []).append(got)
-                    continue
-                sel = np.flatnonzero(as_rows & np.isin(tt, ts))
-                if fw in mixed:  # (never seen: one framework's lines both cumulative and not)
-                    as_rows[sel] = False
-                    continue
-                rows = sel if at is None else at[sel]
-                columns.setdefault(fw, []).append(rows_of(table, fw, tl[sel] + first, tt[sel], tv, cumulative, rows))
+        pre = scan.grouped
+        if pre is not None and pre[0] is scan.tl:  # (worked out on the scan thread)
+            as_rows = pre[1] if at is None else pre[1][at]
+            parts = pre[2] if at is None else [(fw, r.part(~np.isin(r.line, fed_at))) for fw, r in pre[2]]
+        else:
+            as_rows = table.as_rows[tt]
+            hinted = table.hinted[tt]
+            if hinted.any():  # records without a step: in columns once the builder numbers them as they come
+                dated = np.zeros(len(table.templates), dtype=bool)
+                for t in np.unique(tt[hinted]).tolist():
+                    dated[t] = self.builder.dated(table.templates[t].framework)
+                as_rows |= hinted & dated[tt]
+            parts = _grouped(table, tl, tt, tv, as_rows, at)
+        for fw, rows in parts:
+            if len(rows):
+                rows.line = rows.line + first
+                columns.setdefault(fw, []).append(rows)
         other = np.flatnonzero(~as_rows & table.objects[tt])
         self.stats.columnar += int(np.count_nonzero(~as_rows))  # (records in columns: counted with the rest)
         if other.size:
@@ -1017,6 +1016,31 @@ class _Reader:
                 start = int(pm[r, k] + lay.key_len[k])
                 self._reread(body[start:int(pm[r, k + 1])], r, k, vals, has, keep)
         return vals, has, counters[:, 0].astype(np.int64), counters[:, 1].astype(np.int64), keep
+
+
+def _grouped(table, tl: np.ndarray, tt: np.ndarray, tv: np.ndarray, as_rows: np.ndarray,
+             at: np.ndarray | None) -> list[tuple[str, Rows]]:
+    """The records of lines `tl` of learnt shapes `tt` (tokens: rows `at` of `tv`, or all of it)
+    that `as_rows` marks, in columns by framework (line = the line in `tl`). A framework whose
+    shapes are both cumulative and not keeps its lines out (never seen; as_rows cleared there)."""
+    out: list[tuple[str, Rows]] = []
+    if not as_rows.any():
+        return out
+    by_fw: dict[tuple[str, bool], list[int]] = {}
+    for t in np.flatnonzero(np.bincount(tt[as_rows])).tolist():
+        tpl = table.templates[t]
+        by_fw.setdefault((tpl.framework, tpl.cumulative), []).append(t)
+    mixed = {fw for fw, _ in by_fw if (fw, True) in by_fw and (fw, False) in by_fw}
+    if len(by_fw) == 1 and as_rows.all():  # (the usual block: all its lines one group)
+        (fw, cumulative), _ = next(iter(by_fw.items()))
+        return [(fw, rows_of(table, fw, tl, tt, tv, cumulative, at))]
+    for (fw, cumulative), ts in by_fw.items():
+        sel = np.flatnonzero(as_rows & np.isin(tt, ts))
+        if fw in mixed:
+            as_rows[sel] = False
+            continue
+        out.append((fw, rows_of(table, fw, tl[sel], tt[sel], tv, cumulative, sel if at is None else at[sel])))
+    return out
 
 
 def _text(raw) -> str:

@@ -697,3 +697,25 @@ def test_shapes_of_one_block_that_print_different_constants(tmp_path: Path, kern
     read_into(path, ReadStats(str(path)), b, block=1 << 16, columns=True)
     lr = b.build().lr
     assert np.isinf(lr).sum() > 1500 and np.isnan(lr).sum() > 3000 and np.isfinite(lr).sum() > 6000
+
+
+def test_lines_of_learnt_shapes_fed_while_a_record_is_pending(tmp_path: Path, kern) -> None:
+    """A multi-line record (OLMo's) now and then among lines of a learnt shape (torchtitan's):
+    the line that closes it, and any line while it is pending, go through the parsers; the
+    records grouped on the scan thread leave those lines out (each record once, in order)."""
+    lines = []
+    for s in range(1, 8001):
+        lines.append(f"[rank0]:[titan] 2026-05-18 10:00:{s % 60:02d},{s % 1000:03d} - root - INFO - step: {s:2d}  "
+                     f"loss: {2.5 - s / 1e4:8.5f}  grad_norm: {1 + (s % 13) / 10:7.4f}  memory:  9.46GiB(64.99%)  "
+                     f"tps: {7000 + s % 300:,}  tflops: 0.52  mfu: 0.17%")
+        if s % 50 == 7:
+            lines.append(f"2024-06-01 10:00:00.000 node-1:0  olmo.train:100  INFO    [step={s}/9000,epoch=0]")
+            lines.append(f"    train/CrossEntropyLoss={3 - s / 1e4:.4f}")
+            lines.append(f"    optim/total_grad_norm={0.5 + s % 7 / 10:.3f}")
+    path = tmp_path / "mixed.log"
+    path.write_text("\n".join(lines) + "\n")
+    stats = _assert_same(path, 1 << 16)
+    assert stats.columnar > len(lines) // 2
+    b = SeriesBuilder("b", "t")
+    read_into(path, ReadStats(str(path)), b, block=1 << 16, columns=True)
+    assert b.frameworks() == {"torchtitan": 8000, "olmo": 160}
