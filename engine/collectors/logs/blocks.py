@@ -146,6 +146,7 @@ class _Scan:
     # out on the scan thread when no line of the block is a step-less record (whether those go in
     # columns depends on the builder); used while tl is the one it was worked out for
     grouped: tuple | None = None
+    keyed: tuple | None = None  # (tt, their state keys, masks, the dynamic ones among them): the same
 
 
 def _escape(literal: bytes) -> str:
@@ -366,12 +367,14 @@ class _Reader:
         order = np.argsort(residual, kind="stable")
         silent = np.ones(unk.size, dtype=bool)
         silent[at] = False
-        grouped = None
-        if tl.size and not table.hinted[tt].any():
-            as_rows = table.as_rows[tt]
-            grouped = (tl, as_rows, _grouped(table, tl, tt, tv, as_rows, None))
+        grouped = keyed = None
+        if tl.size:
+            keyed = (tt, table.state[tt], table.maskid[tt], np.flatnonzero(table.dynamic[tt]))
+            if not table.hinted[tt].any():
+                as_rows = table.as_rows[tt]
+                grouped = (tl, as_rows, _grouped(table, tl, tt, tv, as_rows, None))
         return _Scan(body, starts, nl, rows, row_idx, fast, residual[order], rhash[order], tl, tt, tv, table,
-                     address, unk[silent], unk_hash[silent], grouped)
+                     address, unk[silent], unk_hash[silent], grouped, keyed)
 
     def _merge(self, scan: "_Scan | list[str] | tuple") -> None:
         """Feed one scanned block to the parsers (the lines that need them) and the builder."""
@@ -409,7 +412,9 @@ class _Reader:
             res, rhash = scan.residual.tolist(), scan.rhash.tolist()
             tl = scan.tl if scan.tl is not None else np.zeros(0, dtype=np.int64)
             ntl = int(tl.size)
-            if ntl:
+            if ntl and scan.keyed is not None and scan.keyed[0] is scan.tt:  # (worked out on the scan thread)
+                tkey, tmask, dyn_at = scan.keyed[1:]
+            elif ntl:
                 tkey, tmask = scan.table.state[scan.tt], scan.table.maskid[scan.tt]
                 dyn_at = np.flatnonzero(scan.table.dynamic[scan.tt])  # lines of dynamic shapes
 
