@@ -146,7 +146,7 @@ class _Scan:
     # out on the scan thread when no line of the block is a step-less record (whether those go in
     # columns depends on the builder); used while tl is the one it was worked out for
     grouped: tuple | None = None
-    keyed: tuple | None = None  # (tt, their state keys, masks, the dynamic ones among them): the same
+    keyed: tuple | None = None  # (tt, _keys of tt): the same
 
 
 def _escape(literal: bytes) -> str:
@@ -369,7 +369,7 @@ class _Reader:
         silent[at] = False
         grouped = keyed = None
         if tl.size:
-            keyed = (tt, table.state[tt], table.maskid[tt], np.flatnonzero(table.dynamic[tt]))
+            keyed = (tt, *_keys(table, tt))
             if not table.hinted[tt].any():
                 as_rows = table.as_rows[tt]
                 grouped = (tl, as_rows, _grouped(table, tl, tt, tv, as_rows, None))
@@ -412,11 +412,10 @@ class _Reader:
             res, rhash = scan.residual.tolist(), scan.rhash.tolist()
             tl = scan.tl if scan.tl is not None else np.zeros(0, dtype=np.int64)
             ntl = int(tl.size)
-            if ntl and scan.keyed is not None and scan.keyed[0] is scan.tt:  # (worked out on the scan thread)
-                tkey, tmask, dyn_at = scan.keyed[1:]
-            elif ntl:
-                tkey, tmask = scan.table.state[scan.tt], scan.table.maskid[scan.tt]
-                dyn_at = np.flatnonzero(scan.table.dynamic[scan.tt])  # lines of dynamic shapes
+            if ntl:  # (worked out on the scan thread unless lines were looked up again since)
+                keyed = scan.keyed
+                tkey, tmask, dyn_at = keyed[1:] if keyed is not None and keyed[0] is scan.tt \
+                    else _keys(scan.table, scan.tt)
 
         lists()
         # A new shape learnt here with many lines left in the block: those are looked up again
@@ -1021,6 +1020,12 @@ class _Reader:
                 start = int(pm[r, k] + lay.key_len[k])
                 self._reread(body[start:int(pm[r, k + 1])], r, k, vals, has, keep)
         return vals, has, counters[:, 0].astype(np.int64), counters[:, 1].astype(np.int64), keep
+
+
+def _keys(table, tt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of lines of learnt shapes `tt`: the state key and mask each was learnt under, and which
+    of them are of dynamic shapes (indices)."""
+    return table.state[tt], table.maskid[tt], np.flatnonzero(table.dynamic[tt])
 
 
 def _grouped(table, tl: np.ndarray, tt: np.ndarray, tv: np.ndarray, as_rows: np.ndarray,

@@ -50,15 +50,16 @@ static const double P10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1
 #define DIGIT(c) ((unsigned)((c) - '0') <= 9u)
 
 /* The mantissa ([digits][.digits]) at p, never past e: returns where it ends; *m its
- * significant digits while there are at most 15 (*fine 0 past that), *exp10 the power of ten
- * its point gives, *any 1 when it has a digit. */
-static const uint8_t *mantissa(const uint8_t *p, const uint8_t *e, uint64_t *m, int *exp10, int *any, int *fine) {
+ * significant digits while there are at most `most` (15, or 19 at most: *fine 0 past that),
+ * *exp10 the power of ten its point gives, *any 1 when it has a digit. */
+static const uint8_t *mantissa(const uint8_t *p, const uint8_t *e, uint64_t *m, int *exp10, int *any, int *fine,
+                               int most) {
     uint64_t v = 0;
     int nd = 0, x = 0, a = 0, ok = 1;
     while (p < e && DIGIT(*p)) {
         a = 1;
         if (v != 0 || *p != '0') {
-            if (++nd > 15) ok = 0;
+            if (++nd > most) ok = 0;
             else v = v * 10 + (uint64_t)(*p - '0');
         }
         p++;
@@ -68,7 +69,7 @@ static const uint8_t *mantissa(const uint8_t *p, const uint8_t *e, uint64_t *m, 
         while (p < e && DIGIT(*p)) {
             a = 1;
             if (v != 0 || *p != '0') {
-                if (++nd > 15) ok = 0;
+                if (++nd > most) ok = 0;
                 else v = v * 10 + (uint64_t)(*p - '0');
             }
             x--;
@@ -84,16 +85,16 @@ static const uint8_t *mantissa(const uint8_t *p, const uint8_t *e, uint64_t *m, 
 
 /* A decimal ([+-] mantissa [(e|E)[+-]digits]) at p, never past e: returns where it ends; *neg,
  * and mantissa's *m, *exp10 (the exponent added), *any, *fine (0 too when an exponent mark has
- * no digits: the decimal then ends before the mark). */
+ * no digits: the decimal then ends before the mark), for mantissas of at most `most` digits. */
 static const uint8_t *decimal(const uint8_t *p, const uint8_t *e, int *neg, uint64_t *m, int *exp10, int *any,
-                              int *fine) {
+                              int *fine, int most) {
     *neg = 0;
     if (p < e && (*p == '+' || *p == '-')) {
         *neg = *p == '-';
         p++;
     }
-    p = mantissa(p, e, m, exp10, any, fine);
-    if (*any && *fine && p < e && (*p == 'e' || *p == 'E')) {
+    p = mantissa(p, e, m, exp10, any, fine, most);
+    if (*any && p < e && (*p == 'e' || *p == 'E')) {
         const uint8_t *q = p + 1;
         int eneg = 0;
         if (q < e && (*q == '+' || *q == '-')) {
@@ -126,7 +127,7 @@ static const uint8_t *scan_value(const uint8_t *s, const uint8_t *e, double *out
     while (p < e && *p == ' ') p++;
     uint64_t m;
     int neg, exp10, any, fine;
-    p = decimal(p, e, &neg, &m, &exp10, &any, &fine);
+    p = decimal(p, e, &neg, &m, &exp10, &any, &fine, 15);
     while (p < e && *p == ' ') p++;
     if (p < e && *p == PIPE) {
         if (any && fine && (m == 0 || (exp10 >= -22 && exp10 <= 22))) {
@@ -481,40 +482,10 @@ static int extended(uint64_t m, int exp10, int neg, double *out) {
 static int long_decimal(const uint8_t *s, int64_t n, double *out) {
     char buf[72];
     if (n <= 0 || n >= (int64_t)sizeof buf) return 0;
-    int64_t i = 0;
-    int neg = 0, nd = 0, x = 0, big = 0;  /* (significant digits, the point's power of ten, past 19) */
-    uint64_t m = 0;
-    if (s[i] == '+' || s[i] == '-') neg = s[i++] == '-';
-    int digits = 0;
-    for (; i < n && DIGIT(s[i]); i++, digits++) {
-        if (m || s[i] != '0') {
-            if (++nd > 19) big = 1;
-            else m = m * 10 + (uint64_t)(s[i] - '0');
-        }
-        if (nd > 19) x++;
-    }
-    if (i < n && s[i] == '.') {
-        i++;
-        for (; i < n && DIGIT(s[i]); i++, digits++) {
-            if (m || s[i] != '0') {
-                if (++nd > 19) big = 1;
-                else m = m * 10 + (uint64_t)(s[i] - '0');
-            }
-            if (nd <= 19) x--;
-        }
-    }
-    if (!digits) return 0;
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        i++;
-        int eneg = 0, e = 0;
-        if (i < n && (s[i] == '+' || s[i] == '-')) eneg = s[i++] == '-';
-        if (i >= n || !DIGIT(s[i])) return 0;
-        for (; i < n && DIGIT(s[i]); i++)
-            if (e < 100000) e = e * 10 + (s[i] - '0');
-        x += eneg ? -e : e;
-    }
-    if (i != n) return 0;
-    if (!big && extended(m, x, neg, out)) return 1;
+    uint64_t m;
+    int neg, exp10, any, fine;
+    if (decimal(s, s + n, &neg, &m, &exp10, &any, &fine, 19) != s + n || !any) return 0;
+    if (fine && extended(m, exp10, neg, out)) return 1;
     memcpy(buf, s, (size_t)n);
     buf[n] = 0;
     char *end;
@@ -531,7 +502,7 @@ static int token_value(const uint8_t *s, int64_t n, double *out) {
     const uint8_t *e = s + n;
     uint64_t m;
     int neg, exp10, any, fine;
-    const uint8_t *p = decimal(s, e, &neg, &m, &exp10, &any, &fine);
+    const uint8_t *p = decimal(s, e, &neg, &m, &exp10, &any, &fine, 15);
     if (!any || !fine) return 0;
     if (p != e) return 0;
     if (m != 0 && (exp10 < -22 || exp10 > 22)) return 0;

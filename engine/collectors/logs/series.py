@@ -205,7 +205,7 @@ class Windows:
 
 
 _BUFFERED = ("loss_bad", "grad_norm", "gn_bad", "lr", "loss_scale", "skipped", "nan_iters")
-_ADD_CHUNK = 4096  # records added one by one are gathered into a chunk of columns this often
+_ADD_CHUNK = 4096  # records added one by one go into the buffer this many at a time
 
 
 class _Columns:

@@ -574,7 +574,8 @@ def test_columns_added_one_by_one_or_in_chunks_are_the_same(chunks, limit, cumul
             for r in made:
                 mixed.add(r, 0)
     for c in (one, mixed):
-        c.fold(final=True) if c.windows is not None else None
+        if c.windows is not None:
+            c.fold(final=True)
     assert (len(one), one.restarts, one.duplicates, one.with_loss) == (len(mixed), mixed.restarts, mixed.duplicates,
                                                                        mixed.with_loss)
     if one.windows is None:
