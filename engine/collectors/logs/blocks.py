@@ -50,6 +50,7 @@ from precdx.collectors.logs import native
 from precdx.collectors.logs.shapes import (Shapes, fingerprint, leaves, make_items, next_state, numeric,
                                            pattern, restore, rows_of, shape_safe, unflatten)
 from precdx.collectors.logs.reader import MAX_LINE, Dispatcher, ReadStats, iter_log, open_log
+from precdx.collectors.logs.records import Chains, OlmoRecords
 
 pa = pc = None  # pyarrow and pyarrow.compute, imported by _arrow() for the first log that needs them
 
@@ -147,6 +148,7 @@ class _Scan:
     # columns depends on the builder); used while tl is the one it was worked out for
     grouped: tuple | None = None
     keyed: tuple | None = None  # (tt, _keys of tt): the same
+    chains: "Chains | None" = None  # OLMo records that may be read in bulk (records.py)
 
 
 def _escape(literal: bytes) -> str:
@@ -223,6 +225,10 @@ class _Reader:
         # only looked at between records)
         self.state: tuple | None = fingerprint(self.disp.parsers)
         self.stateful = [p for p in self.disp.parsers if not (p.pure or p.stateless)]  # (its parsers)
+        # OLMo records read in bulk (records.py), where shapes are learnt
+        self.olmo = None if self.shapes is None else OlmoRecords.of(
+            self.disp, self.kern, _escape, _MEGATRON_LINE if any(isinstance(p, MegatronParser) for p in self.disp.parsers)
+            else None)
 
     # -- the per-line reader's cuts ------------------------------------------------------------
     def run(self, fh, block: int) -> None:
@@ -347,6 +353,12 @@ class _Reader:
         # the others are looked at for triggers.
         table = self.shapes.table
         address = a.ctypes.data
+        chains = None
+        if self.olmo is not None:
+            chains = self.olmo.scan(body, address, starts, nl, others,
+                                    lambda lines, pattern: self._with_triggers(body, starts, nl, lines, pattern))
+            if chains is not None:  # (their lines are read with them, or per line)
+                others = others[~np.isin(others, chains.lines, assume_unique=True)]
         hashes, tid, tv, slow = native.shapes(self.kern, address, starts, nl, others, table, values=True,
                                               cache=self._cache(table))
         known = tid >= 0
@@ -374,7 +386,7 @@ class _Reader:
                 as_rows = table.as_rows[tt]
                 grouped = (tl, as_rows, _grouped(table, tl, tt, tv, as_rows, None))
         return _Scan(body, starts, nl, rows, row_idx, fast, residual[order], rhash[order], tl, tt, tv, table,
-                     address, unk[silent], unk_hash[silent], grouped, keyed)
+                     address, unk[silent], unk_hash[silent], grouped, keyed, chains)
 
     def _merge(self, scan: "_Scan | list[str] | tuple") -> None:
         """Feed one scanned block to the parsers (the lines that need them) and the builder."""
@@ -453,6 +465,34 @@ class _Reader:
                         learnt.add(h)
 
         columns: dict[str, list[Rows]] = {}  # records in columns, per framework
+        chains, olmo = scan.chains, self.olmo
+        heads = chains.head.tolist() if chains is not None else []
+        head_set = set(heads)
+
+        def enter(i: int) -> int:
+            """Line i, a header of an OLMo chain: its records from there read in bulk when the
+            parsers allow it (records.py); returns the last line read so, else -1 (per line)."""
+            if disp.pending and olmo.others_pending():
+                return -1
+            k = bisect.bisect_left(heads, i)
+            j = olmo.inert_upto(chains, k, body, starts, nl, first)
+            if j == k:
+                return -1
+            parser = olmo.parser
+            if parser.pending:  # the record it holds ends at this header
+                for item in parser.close():
+                    items.append((first + i, item))
+            if j - 1 > k:
+                part = chains.rows.part(slice(k, j - 1))
+                part.line = part.line + first
+                columns.setdefault("olmo", []).append(part)
+            parser.hold(chains.record(j - 1, first))
+            self.state = None
+            end = int(chains.end[k])
+            if j < len(heads) and int(chains.end[j]) == end:  # a header the others act on: per line from it
+                return heads[j] - 1
+            return end
+
         pos = tpos = 0
         i = -1
         while True:
@@ -466,11 +506,21 @@ class _Reader:
                 i += 1
                 if i >= n:
                     break
+                if i in head_set:
+                    e = enter(i)
+                    if e >= 0:
+                        i = e
+                        continue
                 per_line(i)
                 continue
             while pos < len(res) and res[pos] <= i:
                 pos += 1
             r = res[pos] if pos < len(res) else n
+            c = n  # the next chain's header, when before r
+            if heads:
+                hk = bisect.bisect_right(heads, i)
+                if hk < len(heads) and heads[hk] < r:
+                    c = r = heads[hk]
             if ntl:  # lines of learnt shapes before r: read from their shapes while the state allows
                 if tpos < ntl and tl[tpos] <= i:
                     tpos = int(np.searchsorted(tl, i, side="right"))
@@ -510,6 +560,13 @@ class _Reader:
             if r >= n:
                 break
             i = r
+            if r == c:
+                e = enter(i)
+                if e >= 0:
+                    i = e
+                else:
+                    per_line(i)
+                continue
             per_line(i, rhash[pos])
         self.lineno += n
         fed_at = np.array(fed, dtype=np.int64)
@@ -751,10 +808,13 @@ class _Reader:
                 for item in make_items(tpl, first + i, tv[k if at is None else int(at[k])], text):
                     items.append((first + i, item))
 
-    def _with_triggers(self, body: bytes, starts: np.ndarray, nl: np.ndarray, others: np.ndarray) -> np.ndarray:
-        """The lines among `others` (indices, in order) holding a literal some parser needs."""
+    def _with_triggers(self, body: bytes, starts: np.ndarray, nl: np.ndarray, others: np.ndarray,
+                       pattern: str | None = None) -> np.ndarray:
+        """The lines among `others` (indices, in order) holding a literal some parser needs (a
+        match of `pattern`, when given)."""
         n = int(nl.size)
-        if not self.plan.any_trigger or others.size == 0:
+        pattern = pattern or self.plan.any_trigger
+        if not pattern or others.size == 0:
             return np.zeros(0, dtype=np.int64)
         offsets = np.empty(n + 1, dtype=np.int64)
         offsets[:n] = starts
@@ -763,7 +823,7 @@ class _Reader:
                                                                          pa.py_buffer(body)])
         if others.size < n:
             lines = lines.take(_indices(others))
-        hit = _bools(pc.match_substring_regex(lines, self.plan.any_trigger))
+        hit = _bools(pc.match_substring_regex(lines, pattern))
         return others[hit]
 
     # -- Megatron iteration lines in columns -----------------------------------------------------

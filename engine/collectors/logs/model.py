@@ -101,7 +101,7 @@ class Rows:
     key was printed, since a printed NaN and a missing key differ there)."""
 
     framework: str
-    line: np.ndarray          # int64, 1-based line of each record
+    line: np.ndarray          # int64, 1-based line of each record (of a multi-line one: where it ends)
     step: np.ndarray          # float64 step as printed
     loss: np.ndarray          # float64 as printed (NaN/Inf kept); NaN where not printed
     has_loss: np.ndarray      # bool: the loss key was printed (with a number)

@@ -63,6 +63,10 @@ class Kernels:
         self.token = lib.pdx_token
         self.token.restype = ctypes.c_int
         self.token.argtypes = [ctypes.c_char_p, ctypes.c_int64, _f64p]
+        self.olmo = lib.pdx_olmo
+        self.olmo.restype = None
+        self.olmo.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, ctypes.c_int64, ctypes.c_char_p, _i64p, _i8p, _u8p,
+                              ctypes.c_int64, _u8p, _i64p, _f64p, _u64p, _i8p, _f64p, _u8p]
         self.fold = lib.pdx_fold
         self.fold.restype = None
         self.fold.argtypes = [ctypes.c_int64, ctypes.c_int64, _i64p] + [_f64p] * 8 + [_i64p, _i64p, _f64p, _f64p]
@@ -208,6 +212,40 @@ def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool =
                        ptr(cache.bytes, _u8p), ptr(cache.tok_at, _i32p), ptr(cache.tok_len, _i32p))
                       if cache is not None else (None,) * 7))
     return (hashes, tid, out, slow.view(bool)) if values else (hashes, tid)
+
+
+class OlmoKeys:
+    """The body-line keys pdx_olmo tells apart: (key, field code, is a prefix) each."""
+
+    def __init__(self, keys: list[tuple[str, int, bool]]) -> None:
+        import numpy as np
+
+        raw = [k.encode("utf-8") for k, _, _ in keys]
+        self.blob = b"".join(raw) or b"\0"
+        self.off = np.concatenate([[0], np.cumsum([len(k) for k in raw])]).astype(np.int64)
+        self.code = np.array([c for _, c, _ in keys] or [0], dtype=np.int8)
+        self.prefix = np.array([p for _, _, p in keys] or [False], dtype=np.uint8)
+        self.n = len(keys)
+
+
+def olmo(kern: Kernels, address: int, starts, ends, idx, keys: OlmoKeys):
+    """(kind, step, epoch, hash, field, val, vok) of lines `idx` of a block (see scan.c: pdx_olmo)."""
+    import numpy as np
+
+    n = int(idx.size)
+    kind = np.empty(n, dtype=np.uint8)
+    step = np.zeros(n, dtype=np.int64)
+    epoch = np.zeros(n)
+    hashes = np.zeros(n, dtype=np.uint64)
+    field = np.empty(n, dtype=np.int8)
+    val = np.zeros(n)
+    vok = np.empty(n, dtype=np.uint8)
+    if n:
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        kern.olmo(address, ptr(starts), ptr(ends), ptr(idx), n, keys.blob, ptr(keys.off), ptr(keys.code, _i8p),
+                  ptr(keys.prefix, _u8p), keys.n, ptr(kind, _u8p), ptr(step), ptr(epoch, _f64p), ptr(hashes, _u64p),
+                  ptr(field, _i8p), ptr(val, _f64p), ptr(vok, _u8p))
+    return kind, step, epoch, hashes, field, val, vok.view(bool)
 
 
 FOLDED = ("count", "loss_sum", "loss_n", "loss_min", "loss_max", "loss_bad", "nan_w", "skipped_sum", "skipped_n",

@@ -672,6 +672,127 @@ void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
     }
 }
 
+/* ---- OLMo console records (formats/olmo.py), read in bulk ------------------------------------
+ *
+ * A record is a header line holding `[step=N/(M|???),epoch=E` and the indented `key=value` lines
+ * that follow it (`^\s{2,}([^=]+?)=(\S+)\s*$`). pdx_olmo sorts lines idx[0:n] (a trailing '\r'
+ * left out, as the per-line reader leaves it out) as the parser's regular expressions see them:
+ *   kind[i] = 0: neither;
+ *             1: a header: step[i] and epoch[i] from the first `[step=` at which the whole header
+ *                reads, and hash[i], the hash of the line's shape (pdx_shape_hash's);
+ *             2: a body line: field[i], the code of its key (code[k] of the first key k that the
+ *                key, stripped, is, or starts with when prefix[k]; 0 for none) and, for a key with
+ *                a code, its value in val[i] with vok[i] = 1 when read exactly as float() reads it
+ *                (else 0: the caller reads it);
+ *             3: left to the parsers: a byte that is not printable ASCII or a tab (Python's \s
+ *                and \d take more than ASCII's do), a line that is both a header and a body line,
+ *                a counter of more than 15 digits, or a header too long for a shape.
+ * Keys: key_blob[key_off[k]:key_off[k+1]] for k < nkeys. */
+static int olmo_ws(uint8_t c) { return c == ' ' || c == '\t'; }
+
+/* The header in [s, e): 1 (and *step, *epoch), 0 when there is none, -1 when its counters are
+ * too long to be read here. */
+static int olmo_header(const uint8_t *s, const uint8_t *e, int64_t *step, double *epoch) {
+    const uint8_t *p = s;
+    while (e - p >= 6) {
+        const uint8_t *q = memchr(p, '[', (size_t)(e - p));
+        if (q == NULL || e - q < 6) return 0;
+        p = q + 1;
+        if (memcmp(q, "[step=", 6)) continue;
+        const uint8_t *d = q + 6, *x = d;
+        while (x < e && DIGIT(*x)) x++;
+        if (x == d || x >= e || *x != '/') continue;
+        const uint8_t *y = x + 1, *t = y;
+        while (t < e && DIGIT(*t)) t++;
+        if (t == y) {
+            if (e - y < 3 || y[0] != '?' || y[1] != '?' || y[2] != '?') continue;
+            t = y + 3;
+        }
+        if (e - t < 7 || memcmp(t, ",epoch=", 7)) continue;
+        const uint8_t *u = t + 7, *v = u;
+        while (v < e && DIGIT(*v)) v++;
+        if (v == u) continue;
+        if (x - d > 15 || v - u > 15) return -1;
+        int64_t a = 0;
+        for (; d < x; d++) a = a * 10 + (*d - '0');
+        int64_t c = 0;
+        for (; u < v; u++) c = c * 10 + (*u - '0');
+        *step = a;
+        *epoch = (double)c;
+        return 1;
+    }
+    return 0;
+}
+
+void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t n,
+              const uint8_t *key_blob, const int64_t *key_off, const int8_t *code, const uint8_t *prefix,
+              int64_t nkeys, uint8_t *kind, int64_t *step, double *epoch, uint64_t *hash, int8_t *field,
+              double *val, uint8_t *vok) {
+    uint8_t buf[SHAPE_MAX];
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
+        if (e > s && e[-1] == '\r') e--;
+        kind[i] = 0;
+        field[i] = 0;
+        vok[i] = 0;
+        int clean = 1;
+        for (const uint8_t *p = s; p < e; p++) {
+            uint8_t c = *p;
+            if ((c < 0x20 && c != '\t') || c > 0x7e) {
+                clean = 0;
+                break;
+            }
+        }
+        if (!clean) {
+            kind[i] = 3;
+            continue;
+        }
+        /* a body line: two blanks, a key (no '='), '=', a value (no blank), blanks */
+        int body = 0;
+        const uint8_t *eq = NULL;
+        if (e - s >= 4 && olmo_ws(s[0]) && olmo_ws(s[1])) {
+            eq = memchr(s, '=', (size_t)(e - s));
+            if (eq != NULL && eq - s >= 3 && eq + 1 < e && !olmo_ws(eq[1])) {
+                const uint8_t *v1 = eq + 1;
+                while (v1 < e && !olmo_ws(*v1)) v1++;
+                const uint8_t *t = v1;
+                while (t < e && olmo_ws(*t)) t++;
+                body = t == e;
+                if (body) {
+                    const uint8_t *ks = s, *ke = eq;
+                    while (ks < ke && olmo_ws(*ks)) ks++;
+                    while (ke > ks && olmo_ws(ke[-1])) ke--;
+                    int64_t kl = ke - ks;
+                    for (int64_t k = 0; k < nkeys; k++) {
+                        int64_t l = key_off[k + 1] - key_off[k];
+                        if ((prefix[k] ? kl >= l : kl == l) && !memcmp(ks, key_blob + key_off[k], (size_t)l)) {
+                            field[i] = code[k];
+                            break;
+                        }
+                    }
+                    if (field[i]) vok[i] = (uint8_t)read_token(eq + 1, v1 - (eq + 1), val + i);
+                }
+            }
+        }
+        int64_t st = 0;
+        double ep = 0;
+        int hdr = olmo_header(s, e, &st, &ep);
+        if (hdr < 0 || (hdr && body) || (hdr && e - s > SHAPE_MAX)) {
+            kind[i] = 3;
+            continue;
+        }
+        if (hdr) {
+            int64_t m;
+            kind[i] = 1;
+            step[i] = st;
+            epoch[i] = ep;
+            hash[i] = shape_of(s, e, buf, &m, 0, NULL, NULL, NULL);
+        } else if (body) {
+            kind[i] = 2;
+        }
+    }
+}
+
 /* ---- Folding points into windows (series.Windows.append) ---------------------------------------
  * Sums are taken in numpy's order so both paths give the same bits: np.add.reduceat over a window
  * a[0..m) is a[0] + pairwise(a[1..m)), numpy's pairwise summation (8 accumulators in blocks of up

@@ -12,6 +12,10 @@ HEADER = re.compile(r"\[step=(\d+)/(?:\d+|\?\?\?),epoch=(\d+)")
 BODY = re.compile(r"^\s{2,}([^=]+?)=(\S+)\s*$")
 LOSS_KEYS = ("train/CE loss", "train/CrossEntropyLoss")
 GRAD_KEYS = ("optim/total grad norm", "optim/total_grad_norm")
+# What a body line's key sets (the first that applies): (key, field, key is a prefix). The block
+# reader reads records in bulk from the same table (blocks.py: _Olmo).
+FIELDS = (*((k, "loss", False) for k in LOSS_KEYS), *((k, "grad_norm", False) for k in GRAD_KEYS),
+          ("optim/LR", "lr", True), ("optim/step skipped", "skipped", False), ("spike/SpikeScore", "spike_score", False))
 
 
 class OlmoParser(LineParser):
@@ -48,16 +52,26 @@ class OlmoParser(LineParser):
         value = parse_num(raw)
         if rec is None or value is None:
             return
-        if key in LOSS_KEYS:
-            rec.loss = value
-        elif key in GRAD_KEYS:
-            rec.grad_norm = value
-        elif key.startswith("optim/LR"):
-            rec.lr = value
-        elif key == "optim/step skipped":
+        for name, field, prefix in FIELDS:
+            if key.startswith(name) if prefix else key == name:
+                break
+        else:
+            return
+        if field == "skipped":
             rec.skipped = int(value) if value == value else None
-        elif key == "spike/SpikeScore":
+        elif field == "spike_score":
             rec.extra["spike_score"] = value
+        else:
+            setattr(rec, field, value)
+
+    def hold(self, rec: Record) -> None:
+        """Be mid-record with `rec` (the block reader read the lines of it so far in bulk)."""
+        self._rec = rec
+        self.pending = True
+
+    def close(self) -> list[Item]:
+        """The record being assembled, done (what the next line that is not a body line does first)."""
+        return self._close()
 
     def flush(self) -> list[Item]:
         return self._close()

@@ -1,0 +1,195 @@
+"""OLMo's multi-line records read in bulk (engine/collectors/logs/records.py, issue 17): the block
+reader gives what the per-line reader gives on OLMo logs built to hit every way a record can end
+or be left to the parsers (odd bytes, keys and values, other formats' lines and literals inside
+and between records, headers the other parsers act on, records cut by blocks), and reads the
+records of a plain OLMo run in bulk."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from precdx.collectors.logs import blocks, native
+from precdx.collectors.logs.formats import builtin_parsers
+from precdx.collectors.logs.formats.olmo import BODY, FIELDS, HEADER, OlmoParser
+from precdx.collectors.logs.reader import Dispatcher, parse_lines
+from precdx.collectors.logs.records import OlmoRecords
+from tests.collectors.logs.conftest import ensure_kernels
+from tests.collectors.logs.test_logs_blocks import _assert_same
+
+
+@pytest.fixture
+def kern(monkeypatch):
+    if not ensure_kernels():
+        pytest.skip("no C compiler: the kernels cannot be built (records are only read in bulk with them)")
+    monkeypatch.setenv("PRECDX_NATIVE", "1")
+    k = native.kernels()
+    assert k is not None
+    return k
+
+
+VALUES = ["12.18", "1.7872662283480167e-06", "0.0", "nan", "NaN", "inf", "-inf", "1,048,576", "4.71K", "1_0",
+          "0.0002", "-3.5", "1e400", "x", "7", "12.", ".5", "+2", "0x10", "9007199254740993", "1.0E+02"]
+KEYS = ["train/CE loss", "train/CrossEntropyLoss", "optim/total grad norm", "optim/total_grad_norm",
+        "optim/LR (group 0)", "optim/LR", "optim/LRx", "optim/step skipped", "spike/SpikeScore", "train/Perplexity",
+        "throughput/total_tokens", "System/Peak GPU Memory (MB)", " train/CE loss ", "train/CE  loss"]
+
+
+TAILS = ["", "", "  ", "\t", "\r"]
+
+
+def _header(rng: random.Random, step: int) -> str:
+    total = rng.choice(["739328", "???", "12"])
+    head = f"2024-08-06 10:00:{step % 60:02d}.{rng.randrange(1000):03d} host:0  olmo.train:908  INFO    "
+    tail = rng.choice(["", "", " done", " loss", " step=3, skipped=0, lr=[0.1]", " Traceback", "\r"])
+    if rng.random() < 0.03:
+        return f"{head}[step={step}/{total},epoch=12345678901234567]"  # a counter too long for the kernel
+    return f"{head}[step={step}/{total},epoch={rng.choice([0, 0, 1, 2])}]{tail}"
+
+
+def _body(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.04:
+        return rng.choice(["  =1", "   a b=1 2", "\t\tkey=val\t ", "  k=v=w", "  \u3000key=1", "\u2003 key=1",
+                           "  key=1\x1c", "  iteration 3=1", "  flag=[step=1/2,epoch=0]", "  noequals",
+                           "  key=", "  key= 1", "  out of memory=1"])
+    pad = rng.choice(["    ", "  ", "\t\t", " \t "])
+    end = rng.choice(TAILS)
+    return f"{pad}{rng.choice(KEYS)}={rng.choice(VALUES)}{end}"
+
+
+OTHER = [
+    "some unrelated line",
+    "",
+    "[2025-01-01 10:00:00,123] [INFO] [logging.py:96:log_dist] [Rank 0] step=5, skipped=0, lr=[1.0e-05], mom=[0.9]",
+    " iteration      100/    1000 | consumed samples: 800 | lm loss: 2.5E+00 | grad norm: 1.0 | learning",
+    " rate: 3.0E-04 | number of skipped iterations:   0 |",
+    "{'loss': 1.25, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': 0.1}",
+    "NaN detected in loss",
+    "  indented but not a record line",
+]
+
+
+def _olmo_log(seed: int, records: int) -> list[str]:
+    rng = random.Random(seed)
+    lines = []
+    step = 0
+    for _ in range(records):
+        step += rng.choice([1, 1, 1, 0, -3, 10])
+        lines.append(_header(rng, max(step, 0)))
+        for _ in range(rng.choice([0, 1, 3, 6, 9])):
+            lines.append(_body(rng))
+        if rng.random() < 0.15:
+            lines.append(rng.choice(OTHER))
+    return lines
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_odd_olmo_logs_read_as_per_line(tmp_path: Path, kern, monkeypatch, seed: int) -> None:
+    monkeypatch.setattr(blocks, "THREADS", 1 + seed % 2)
+    path = tmp_path / "olmo.log"
+    path.write_bytes("\n".join(_olmo_log(seed, 1500)).encode("utf-8") + b"\n")
+    for block in (1 << 22, 3000, 211):
+        _assert_same(path, block)
+
+
+def _plain_run(records: int) -> list[str]:
+    lines = []
+    for s in range(1, records + 1):
+        lines.append(f"2024-08-06 10:00:{s % 60:02d}.{s % 1000:03d} host:0  olmo.train:908  INFO    [step={s}/739328,epoch=0]")
+        lines += [f"    optim/total_grad_norm={1 + s % 7 / 10}", f"    train/CrossEntropyLoss={3 - s / records:.4f}",
+                  f"    train/Perplexity={s * 1.5:,.3f}", f"    throughput/total_tokens={s * 1048576:,}"]
+        if s % 97 == 0:
+            lines.append("Saving checkpoint")
+    return lines
+
+
+def test_a_run_is_read_in_bulk(tmp_path: Path, kern, monkeypatch) -> None:
+    """Nearly every record of a plain run is read in bulk (not per line), with the same result."""
+    fed = []
+    orig = Dispatcher.feed
+
+    def feed(self, text, lineno):
+        fed.append(lineno)
+        return orig(self, text, lineno)
+
+    path = tmp_path / "olmo.log"
+    path.write_text("\n".join(_plain_run(6000)) + "\n", encoding="utf-8")
+    for block in (1 << 22, 5000):
+        stats = _assert_same(path, block)
+        assert stats.frameworks["olmo"] == 6000
+    monkeypatch.setattr(Dispatcher, "feed", feed)
+    _assert_same(path, 1 << 22)
+    n = len(path.read_text().splitlines())
+    per_line = len(fed) - n  # (the per-line reader feeds every line once)
+    assert 0 < per_line < n // 20, per_line
+
+
+def test_a_header_the_others_act_on_is_read_per_line(tmp_path: Path, kern) -> None:
+    """A header that another parser reads (a DeepSpeed progress line holding an OLMo header)
+    is never taken in bulk: the records around it still are, and the result is the per-line one."""
+    lines = _plain_run(300)
+    at = lines.index(next(x for x in lines if "[step=150/" in x))
+    lines[at] = lines[at].replace("INFO    [step=150/739328,epoch=0]",
+                                  "INFO step=150, skipped=1, lr=[0.1] [step=150/739328,epoch=0]")
+    path = tmp_path / "olmo.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for block in (1 << 22, 1000):
+        _assert_same(path, block)
+
+
+def test_kernel_sorts_lines_as_the_regexes_do(kern) -> None:
+    """pdx_olmo's kinds, counters, keys and values against the parser's own regular expressions."""
+    rng = random.Random(5)
+    texts = [_body(rng) for _ in range(3000)] + [_header(rng, rng.randrange(10 ** 6)) for _ in range(500)]
+    texts += [x for x in OTHER] + ["[step=1/2,epoch=3", "x[step=/2,epoch=1] [step=4/???,epoch=5]", "[step=1/2,epoch="]
+    body = "\n".join(texts).encode("utf-8") + b"\n"
+    a = np.frombuffer(body, dtype=np.uint8)
+    starts, nl, _, _ = native.lines(kern, body, a.ctypes.data)
+    rec = OlmoRecords.of(Dispatcher(builtin_parsers()), kern, blocks._escape, None)
+    kind, step, epoch, _, field, val, vok = native.olmo(kern, a.ctypes.data, starts, nl, np.arange(nl.size), rec.keys)
+    codes = {"loss": 1, "grad_norm": 2, "lr": 3, "skipped": 4, "spike_score": 5}
+    seen = set()
+    for i, raw in enumerate(body[:-1].split(b"\n")):
+        text = raw.decode("utf-8")
+        text = text[:-1] if text.endswith("\r") else text
+        k = int(kind[i])
+        seen.add(k)
+        if k == 3:
+            continue
+        m, b = HEADER.search(text), BODY.match(text)
+        assert (k == 1) == bool(m) and (k == 2) == bool(b), repr(text)
+        if m:
+            assert step[i] == int(m.group(1)) and epoch[i] == float(m.group(2))
+        if b:
+            key = b.group(1).strip()
+            got = next((codes[f] for name, f, p in FIELDS if (key.startswith(name) if p else key == name)), 0)
+            assert field[i] == got, repr(text)
+            if got and vok[i]:
+                assert val[i] == float(b.group(2)), repr(text)
+    assert seen == {0, 1, 2, 3}
+
+
+def test_records_are_the_parsers(kern) -> None:
+    """Every record of the chains (closed or held) is the one the parser makes of those lines,
+    field by field (a printed NaN and an unset field differ; extra values too)."""
+    lines = [x for x in _olmo_log(11, 800) if "\r" not in x]
+    body = "\n".join(lines).encode("utf-8") + b"\n"
+    a = np.frombuffer(body, dtype=np.uint8)
+    starts, nl, _, _ = native.lines(kern, body, a.ctypes.data)
+    rec = OlmoRecords.of(Dispatcher([OlmoParser()]), kern, blocks._escape, None)
+    chains = rec.scan(body, a.ctypes.data, starts, nl, np.arange(nl.size), lambda lines, pattern: lines[:0])
+    assert chains is not None and chains.head.size > 500
+    want = {r.line: r for r in parse_lines(lines, [OlmoParser()])}
+    held = 0
+    for k in range(chains.head.size):
+        got = chains.record(k, 1)
+        if k + 1 == chains.head.size or chains.end[k + 1] != chains.end[k]:  # held at the chain's end:
+            after = int(chains.end[k]) + 1  # the parser may take more lines (those the kernel left to it)
+            if after < len(lines) and BODY.match(lines[after]):
+                continue
+            held += 1
+        assert got == want[got.line] or repr(got) == repr(want[got.line]), (got, want[got.line])
+    assert held > 10
