@@ -226,9 +226,7 @@ class _Reader:
         self.state: tuple | None = fingerprint(self.disp.parsers)
         self.stateful = [p for p in self.disp.parsers if not (p.pure or p.stateless)]  # (its parsers)
         # OLMo records read in bulk (records.py), where shapes are learnt
-        self.olmo = None if self.shapes is None else OlmoRecords.of(
-            self.disp, self.kern, _escape, _MEGATRON_LINE if any(isinstance(p, MegatronParser) for p in self.disp.parsers)
-            else None)
+        self.olmo = None if self.shapes is None else OlmoRecords.of(self.disp, self.kern)
 
     # -- the per-line reader's cuts ------------------------------------------------------------
     def run(self, fh, block: int) -> None:
@@ -355,8 +353,7 @@ class _Reader:
         address = a.ctypes.data
         chains = None
         if self.olmo is not None:
-            chains = self.olmo.scan(body, address, starts, nl, others,
-                                    lambda lines, pattern: self._with_triggers(body, starts, nl, lines, pattern))
+            chains = self.olmo.scan(body, address, starts, nl, others)
             if chains is not None:  # (their lines are read with them, or per line)
                 others = others[~np.isin(others, chains.lines, assume_unique=True)]
         hashes, tid, tv, slow = native.shapes(self.kern, address, starts, nl, others, table, values=True,
@@ -808,13 +805,10 @@ class _Reader:
                 for item in make_items(tpl, first + i, tv[k if at is None else int(at[k])], text):
                     items.append((first + i, item))
 
-    def _with_triggers(self, body: bytes, starts: np.ndarray, nl: np.ndarray, others: np.ndarray,
-                       pattern: str | None = None) -> np.ndarray:
-        """The lines among `others` (indices, in order) holding a literal some parser needs (a
-        match of `pattern`, when given)."""
+    def _with_triggers(self, body: bytes, starts: np.ndarray, nl: np.ndarray, others: np.ndarray) -> np.ndarray:
+        """The lines among `others` (indices, in order) holding a literal some parser needs."""
         n = int(nl.size)
-        pattern = pattern or self.plan.any_trigger
-        if not pattern or others.size == 0:
+        if not self.plan.any_trigger or others.size == 0:
             return np.zeros(0, dtype=np.int64)
         offsets = np.empty(n + 1, dtype=np.int64)
         offsets[:n] = starts
@@ -823,7 +817,7 @@ class _Reader:
                                                                          pa.py_buffer(body)])
         if others.size < n:
             lines = lines.take(_indices(others))
-        hit = _bools(pc.match_substring_regex(lines, pattern))
+        hit = _bools(pc.match_substring_regex(lines, self.plan.any_trigger))
         return others[hit]
 
     # -- Megatron iteration lines in columns -----------------------------------------------------

@@ -31,6 +31,7 @@ _i8p = ctypes.POINTER(ctypes.c_int8)
 _f64p = ctypes.POINTER(ctypes.c_double)
 _u64p = ctypes.POINTER(ctypes.c_uint64)
 _i32p = ctypes.POINTER(ctypes.c_int32)
+_u32p = ctypes.POINTER(ctypes.c_uint32)
 
 
 class Kernels:
@@ -66,7 +67,8 @@ class Kernels:
         self.olmo = lib.pdx_olmo
         self.olmo.restype = None
         self.olmo.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, ctypes.c_int64, ctypes.c_char_p, _i64p, _i8p, _u8p,
-                              ctypes.c_int64, _u8p, _i64p, _f64p, _u64p, _i8p, _f64p, _u8p]
+                              ctypes.c_int64, ctypes.c_char_p, _i64p, _u32p, _i32p, ctypes.c_int64, _u8p, _i32p,
+                              ctypes.c_int64, _u8p, _u8p, _i64p, _f64p, _u64p, _i8p, _f64p, _u8p, _u8p]
         self.fold = lib.pdx_fold
         self.fold.restype = None
         self.fold.argtypes = [ctypes.c_int64, ctypes.c_int64, _i64p] + [_f64p] * 8 + [_i64p, _i64p, _f64p, _f64p]
@@ -215,9 +217,10 @@ def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool =
 
 
 class OlmoKeys:
-    """The body-line keys pdx_olmo tells apart: (key, field code, is a prefix) each."""
+    """What pdx_olmo looks for: the body-line keys it tells apart ((key, field code, is a prefix)
+    each) and the literals whose presence in a body line it reports (see has_literal in scan.c)."""
 
-    def __init__(self, keys: list[tuple[str, int, bool]]) -> None:
+    def __init__(self, keys: list[tuple[str, int, bool]], literals: list[bytes]) -> None:
         import numpy as np
 
         raw = [k.encode("utf-8") for k, _, _ in keys]
@@ -226,10 +229,27 @@ class OlmoKeys:
         self.code = np.array([c for _, c, _ in keys] or [0], dtype=np.int8)
         self.prefix = np.array([p for _, _, p in keys] or [False], dtype=np.uint8)
         self.n = len(keys)
+        lits = sorted({x for x in literals if x})
+        self.lit_blob = b"".join(lits) or b"\0"
+        self.lit_off = np.concatenate([[0], np.cumsum([len(x) for x in lits])]).astype(np.int64)
+        long = sorted((int.from_bytes(x[:4], sys.byteorder), k) for k, x in enumerate(lits) if len(x) >= 4)
+        self.pre = np.array([w for w, _ in long] or [0], dtype=np.uint32)
+        self.pre_lit = np.array([k for _, k in long] or [0], dtype=np.int32)
+        self.npre = len(long)
+        self.bits4 = np.zeros(8192, dtype=np.uint8)
+        for w, _ in long:
+            h = ((w * 2654435761) & 0xFFFFFFFF) >> 16
+            self.bits4[h >> 3] |= 1 << (h & 7)
+        short = [k for k, x in enumerate(lits) if len(x) < 4]
+        self.short = np.array(short or [0], dtype=np.int32)
+        self.nshort = len(short)
+        self.first = np.zeros(256, dtype=np.uint8)
+        for k in short:
+            self.first[lits[k][0]] = 1
 
 
 def olmo(kern: Kernels, address: int, starts, ends, idx, keys: OlmoKeys):
-    """(kind, step, epoch, hash, field, val, vok) of lines `idx` of a block (see scan.c: pdx_olmo)."""
+    """(kind, step, epoch, hash, field, val, vok, lit) of lines `idx` of a block (see scan.c: pdx_olmo)."""
     import numpy as np
 
     n = int(idx.size)
@@ -240,12 +260,15 @@ def olmo(kern: Kernels, address: int, starts, ends, idx, keys: OlmoKeys):
     field = np.empty(n, dtype=np.int8)
     val = np.zeros(n)
     vok = np.empty(n, dtype=np.uint8)
+    lit = np.empty(n, dtype=np.uint8)
     if n:
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         kern.olmo(address, ptr(starts), ptr(ends), ptr(idx), n, keys.blob, ptr(keys.off), ptr(keys.code, _i8p),
-                  ptr(keys.prefix, _u8p), keys.n, ptr(kind, _u8p), ptr(step), ptr(epoch, _f64p), ptr(hashes, _u64p),
-                  ptr(field, _i8p), ptr(val, _f64p), ptr(vok, _u8p))
-    return kind, step, epoch, hashes, field, val, vok.view(bool)
+                  ptr(keys.prefix, _u8p), keys.n, keys.lit_blob, ptr(keys.lit_off), ptr(keys.pre, _u32p),
+                  ptr(keys.pre_lit, _i32p), keys.npre, ptr(keys.bits4, _u8p), ptr(keys.short, _i32p), keys.nshort,
+                  ptr(keys.first, _u8p), ptr(kind, _u8p), ptr(step), ptr(epoch, _f64p), ptr(hashes, _u64p),
+                  ptr(field, _i8p), ptr(val, _f64p), ptr(vok, _u8p), ptr(lit, _u8p))
+    return kind, step, epoch, hashes, field, val, vok.view(bool), lit.view(bool)
 
 
 FOLDED = ("count", "loss_sum", "loss_n", "loss_min", "loss_max", "loss_bad", "nan_w", "skipped_sum", "skipped_n",

@@ -76,51 +76,38 @@ class Chains:
 class OlmoRecords:
     """What the block reader needs to read one file's OLMo records in bulk."""
 
-    def __init__(self, dispatcher: Dispatcher, kern, body_pattern: str) -> None:
+    def __init__(self, dispatcher: Dispatcher, kern, literals: list[bytes]) -> None:
         self.parser = next(p for p in dispatcher.parsers if type(p) is OlmoParser)
         self.others = [p for p in dispatcher.parsers if p is not self.parser]
         self.rest = Dispatcher(self.others)  # (the same parser objects)
         self.shapes = Shapes(self.rest, kern)
         self.kern = kern
-        self.keys = native.OlmoKeys([(k, _CODES[f], prefix) for k, f, prefix in FIELDS])
-        self.body_pattern = body_pattern  # literals of the parsers that see a swallowed line
+        # body-line keys, and the literals of the parsers that see a line the OLMo parser swallows
+        self.keys = native.OlmoKeys([(k, _CODES[f], prefix) for k, f, prefix in FIELDS], literals)
         self.masks: dict[int, int] = {}   # header shape hash -> its mask (Shapes._mask)
         self.verdicts: dict[tuple[int, int], bool] = {}  # (hash, pattern key) -> the others leave it alone
 
     @classmethod
-    def of(cls, dispatcher: Dispatcher, kern, escape, megatron_line: str | None) -> "OlmoRecords | None":
+    def of(cls, dispatcher: Dispatcher, kern) -> "OlmoRecords | None":
         if kern is None or not any(type(p) is OlmoParser for p in dispatcher.parsers):
             return None
-        alternatives = []
-        for p in dispatcher.parsers:
-            if type(p) is OlmoParser or p.fallback:
-                continue
-            for t in p.triggers or ():
-                if megatron_line is not None and p.name == "megatron" and t in p.hints:
-                    continue
-                alternatives.append(escape(t.encode("utf-8")))
-        if megatron_line is not None:
-            alternatives.append(megatron_line)
-        return cls(dispatcher, kern, "|".join(sorted(set(alternatives))))
+        literals = [t.encode("utf-8") for p in dispatcher.parsers if type(p) is not OlmoParser and not p.fallback
+                    for t in (p.triggers or ())]
+        if any(not t or b"\n" in t for t in literals):
+            return None  # (never in the block reader: _Plan.of reads such a file per line)
+        return cls(dispatcher, kern, literals)
 
     # -- the scan thread ---------------------------------------------------------------------------
-    def scan(self, body: bytes, address: int, starts: np.ndarray, nl: np.ndarray, others: np.ndarray,
-             with_pattern) -> Chains | None:
-        """The chains among lines `others` (indices, in order) of a block; `with_pattern(lines,
-        pattern)`: those of `lines` holding a match of `pattern`."""
+    def scan(self, body: bytes, address: int, starts: np.ndarray, nl: np.ndarray, others: np.ndarray) -> Chains | None:
+        """The chains among lines `others` (indices, in order) of a block."""
         if others.size == 0 or _LITERAL not in body:
             return None
-        kind, step, epoch, hashes, field, val, vok = native.olmo(self.kern, address, starts, nl, others, self.keys)
+        kind, step, epoch, hashes, field, val, vok, lit = native.olmo(self.kern, address, starts, nl, others,
+                                                                       self.keys)
         hdr = kind == 1
         if not hdr.any():
             return None
-        bod = kind == 2
-        ok = hdr | bod
-        if self.body_pattern and bod.any():
-            at = np.flatnonzero(bod)
-            hit = with_pattern(others[at], self.body_pattern)
-            if hit.size:
-                ok[at[np.isin(others[at], hit)]] = False
+        ok = hdr | ((kind == 2) & ~lit)
         m = np.flatnonzero(ok)
         ml = others[m]
         mh = hdr[m]

@@ -683,12 +683,68 @@ void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
  *             2: a body line: field[i], the code of its key (code[k] of the first key k that the
  *                key, stripped, is, or starts with when prefix[k]; 0 for none) and, for a key with
  *                a code, its value in val[i] with vok[i] = 1 when read exactly as float() reads it
- *                (else 0: the caller reads it);
+ *                (else 0: the caller reads it); lit[i] = 1 when it holds one of the literals
+ *                (has_literal: the other parsers' that see such a line);
  *             3: left to the parsers: a byte that is not printable ASCII or a tab (Python's \s
  *                and \d take more than ASCII's do), a line that is both a header and a body line,
  *                a counter of more than 15 digits, or a header too long for a shape.
  * Keys: key_blob[key_off[k]:key_off[k+1]] for k < nkeys. */
 static int olmo_ws(uint8_t c) { return c == ' ' || c == '\t'; }
+
+#define ONES UINT64_C(0x0101010101010101)
+#define HIGHS UINT64_C(0x8080808080808080)
+
+/* Whether [s, e) holds only printable ASCII and tabs (8 bytes at a time: a byte below 0x20 or
+ * above 0x7e flags its word, which is then looked at byte by byte). */
+static int olmo_clean(const uint8_t *s, const uint8_t *e) {
+    const uint8_t *p = s;
+    for (; p + 8 <= e; p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t low = (w - ONES * 0x20) & ~w & HIGHS, high = ((w + ONES * (127 - 0x7e)) | w) & HIGHS;
+        if (!(low | high)) continue;
+        for (int k = 0; k < 8; k++)
+            if ((p[k] < 0x20 && p[k] != '\t') || p[k] > 0x7e) return 0;
+    }
+    for (; p < e; p++)
+        if ((*p < 0x20 && *p != '\t') || *p > 0x7e) return 0;
+    return 1;
+}
+
+/* Whether [s, e) holds one of the literals blob[off[k]:off[k+1]]: those of four bytes or more
+ * are found by their first four (pre[], sorted, as native-endian words, pre_lit[] the literal of
+ * each; bits4: a 2^16-bit filter of their hashes), the shorter ones (short_lit[0:nshort]) by
+ * their first byte (first[256]). */
+static int has_literal(const uint8_t *s, const uint8_t *e, const uint8_t *blob, const int64_t *off,
+                       const uint32_t *pre, const int32_t *pre_lit, int64_t npre, const uint8_t *bits4,
+                       const int32_t *short_lit, int64_t nshort, const uint8_t *first) {
+    for (const uint8_t *p = s; p < e; p++) {
+        if (npre && p + 4 <= e) {
+            uint32_t w;
+            memcpy(&w, p, 4);
+            uint32_t h = (w * 2654435761u) >> 16;
+            if (bits4[h >> 3] & (1u << (h & 7))) {
+                int64_t lo = 0, hi = npre;
+                while (lo < hi) {
+                    int64_t mid = (lo + hi) / 2;
+                    if (pre[mid] < w) lo = mid + 1;
+                    else hi = mid;
+                }
+                for (; lo < npre && pre[lo] == w; lo++) {
+                    int64_t k = pre_lit[lo], l = off[k + 1] - off[k];
+                    if (e - p >= l && !memcmp(p, blob + off[k], (size_t)l)) return 1;
+                }
+            }
+        }
+        if (nshort && first[*p]) {
+            for (int64_t j = 0; j < nshort; j++) {
+                int64_t k = short_lit[j], l = off[k + 1] - off[k];
+                if (e - p >= l && !memcmp(p, blob + off[k], (size_t)l)) return 1;
+            }
+        }
+    }
+    return 0;
+}
 
 /* The header in [s, e): 1 (and *step, *epoch), 0 when there is none, -1 when its counters are
  * too long to be read here. */
@@ -726,8 +782,10 @@ static int olmo_header(const uint8_t *s, const uint8_t *e, int64_t *step, double
 
 void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t n,
               const uint8_t *key_blob, const int64_t *key_off, const int8_t *code, const uint8_t *prefix,
-              int64_t nkeys, uint8_t *kind, int64_t *step, double *epoch, uint64_t *hash, int8_t *field,
-              double *val, uint8_t *vok) {
+              int64_t nkeys, const uint8_t *lit_blob, const int64_t *lit_off, const uint32_t *pre,
+              const int32_t *pre_lit, int64_t npre, const uint8_t *bits4, const int32_t *short_lit, int64_t nshort,
+              const uint8_t *first, uint8_t *kind, int64_t *step, double *epoch, uint64_t *hash, int8_t *field,
+              double *val, uint8_t *vok, uint8_t *lit) {
     uint8_t buf[SHAPE_MAX];
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
@@ -735,23 +793,15 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
         kind[i] = 0;
         field[i] = 0;
         vok[i] = 0;
-        int clean = 1;
-        for (const uint8_t *p = s; p < e; p++) {
-            uint8_t c = *p;
-            if ((c < 0x20 && c != '\t') || c > 0x7e) {
-                clean = 0;
-                break;
-            }
-        }
-        if (!clean) {
+        lit[i] = 0;
+        if (!olmo_clean(s, e)) {
             kind[i] = 3;
             continue;
         }
         /* a body line: two blanks, a key (no '='), '=', a value (no blank), blanks */
         int body = 0;
-        const uint8_t *eq = NULL;
         if (e - s >= 4 && olmo_ws(s[0]) && olmo_ws(s[1])) {
-            eq = memchr(s, '=', (size_t)(e - s));
+            const uint8_t *eq = memchr(s, '=', (size_t)(e - s));
             if (eq != NULL && eq - s >= 3 && eq + 1 < e && !olmo_ws(eq[1])) {
                 const uint8_t *v1 = eq + 1;
                 while (v1 < e && !olmo_ws(*v1)) v1++;
@@ -789,6 +839,7 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
             hash[i] = shape_of(s, e, buf, &m, 0, NULL, NULL, NULL);
         } else if (body) {
             kind[i] = 2;
+            lit[i] = (uint8_t)has_literal(s, e, lit_blob, lit_off, pre, pre_lit, npre, bits4, short_lit, nshort, first);
         }
     }
 }

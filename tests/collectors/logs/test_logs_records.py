@@ -54,7 +54,8 @@ def _body(rng: random.Random) -> str:
     if r < 0.04:
         return rng.choice(["  =1", "   a b=1 2", "\t\tkey=val\t ", "  k=v=w", "  \u3000key=1", "\u2003 key=1",
                            "  key=1\x1c", "  iteration 3=1", "  flag=[step=1/2,epoch=0]", "  noequals",
-                           "  key=", "  key= 1", "  out of memory=1"])
+                           "  key=", "  key= 1", "  out of memory=1", "  k={'a':1}", "  k=x{'", "  spike=1",
+                           "  k=/it]", "  k=xpike", "  k=ispike", "  train/step=1", "  k=iteratio"])
     pad = rng.choice(["    ", "  ", "\t\t", " \t "])
     end = rng.choice(TAILS)
     return f"{pad}{rng.choice(KEYS)}={rng.choice(VALUES)}{end}"
@@ -143,13 +144,15 @@ def test_a_header_the_others_act_on_is_read_per_line(tmp_path: Path, kern) -> No
 def test_kernel_sorts_lines_as_the_regexes_do(kern) -> None:
     """pdx_olmo's kinds, counters, keys and values against the parser's own regular expressions."""
     rng = random.Random(5)
-    texts = [_body(rng) for _ in range(3000)] + [_header(rng, rng.randrange(10 ** 6)) for _ in range(500)]
+    texts = [_body(rng) for _ in range(6000)] + [_header(rng, rng.randrange(10 ** 6)) for _ in range(500)]
     texts += [x for x in OTHER] + ["[step=1/2,epoch=3", "x[step=/2,epoch=1] [step=4/???,epoch=5]", "[step=1/2,epoch="]
     body = "\n".join(texts).encode("utf-8") + b"\n"
     a = np.frombuffer(body, dtype=np.uint8)
     starts, nl, _, _ = native.lines(kern, body, a.ctypes.data)
-    rec = OlmoRecords.of(Dispatcher(builtin_parsers()), kern, blocks._escape, None)
-    kind, step, epoch, _, field, val, vok = native.olmo(kern, a.ctypes.data, starts, nl, np.arange(nl.size), rec.keys)
+    rec = OlmoRecords.of(Dispatcher(builtin_parsers()), kern)
+    kind, step, epoch, _, field, val, vok, lit = native.olmo(kern, a.ctypes.data, starts, nl, np.arange(nl.size), rec.keys)
+    literals = [t for p in builtin_parsers() if p.name != "olmo" and not p.fallback for t in p.triggers]
+    assert "{'" in literals and "pike" in literals  # (short and long ones)
     codes = {"loss": 1, "grad_norm": 2, "lr": 3, "skipped": 4, "spike_score": 5}
     seen = set()
     for i, raw in enumerate(body[:-1].split(b"\n")):
@@ -164,6 +167,7 @@ def test_kernel_sorts_lines_as_the_regexes_do(kern) -> None:
         if m:
             assert step[i] == int(m.group(1)) and epoch[i] == float(m.group(2))
         if b:
+            assert lit[i] == any(t in text for t in literals), repr(text)
             key = b.group(1).strip()
             got = next((codes[f] for name, f, p in FIELDS if (key.startswith(name) if p else key == name)), 0)
             assert field[i] == got, repr(text)
@@ -179,8 +183,8 @@ def test_records_are_the_parsers(kern) -> None:
     body = "\n".join(lines).encode("utf-8") + b"\n"
     a = np.frombuffer(body, dtype=np.uint8)
     starts, nl, _, _ = native.lines(kern, body, a.ctypes.data)
-    rec = OlmoRecords.of(Dispatcher([OlmoParser()]), kern, blocks._escape, None)
-    chains = rec.scan(body, a.ctypes.data, starts, nl, np.arange(nl.size), lambda lines, pattern: lines[:0])
+    rec = OlmoRecords.of(Dispatcher([OlmoParser()]), kern)
+    chains = rec.scan(body, a.ctypes.data, starts, nl, np.arange(nl.size))
     assert chains is not None and chains.head.size > 500
     want = {r.line: r for r in parse_lines(lines, [OlmoParser()])}
     held = 0
