@@ -44,7 +44,7 @@ import numpy as np
 
 from precdx.collectors.logs.formats import DIGIT_BLIND, builtin_parsers
 from precdx.collectors.logs.formats.base import LineParser
-from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, HEADER, MegatronParser
+from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, _MAX_WRAP, HEADER, MegatronParser
 from precdx.collectors.logs.model import Record, Rows, parse_num
 from precdx.collectors.logs import native
 from precdx.collectors.logs.shapes import (Shapes, fingerprint, leaves, make_items, next_state, numeric,
@@ -149,6 +149,8 @@ class _Scan:
     grouped: tuple | None = None
     keyed: tuple | None = None  # (tt, _keys of tt): the same
     chains: "Chains | None" = None  # OLMo records that may be read in bulk (records.py)
+    # hard-wrapped Megatron records read in columns: (rows, their first lines, all their lines)
+    wrapped: tuple | None = None
 
 
 def _escape(literal: bytes) -> str:
@@ -172,6 +174,7 @@ class _Plan:
         self.any_trigger = "|".join(alternatives)
         self.megatron = megatron if columns else None  # read its iteration lines in columns
         self.relevant = relevant                      # literals that matter on a Megatron line
+        self.wrap_literals: tuple | None = None         # (native.Literals: _Reader._wrapped)
         self.relevant_text = [t.decode("utf-8") for t in relevant]
         # learn line shapes (shapes.py): every parser digit-blind, every literal it looks for the
         # same in all lines of a shape
@@ -339,14 +342,20 @@ class _Reader:
             texts = body[:-1].decode("utf-8", errors="replace").split("\n")
             return texts  # cut in _merge (it counts)
         rows, row_idx = (None, np.zeros(0, dtype=np.int64))
+        wrapped = None
         if self.plan.megatron is not None:
             rows, row_idx = self._megatron(body, a, starts, nl, cand)
+            if kern is not None and _ITER in body:
+                wrapped = self._wrapped(body, a, starts, nl, row_idx)
         fast = np.zeros(n, dtype=bool)
         fast[row_idx] = True
+        if wrapped is not None:
+            fast[wrapped[2]] = True
         others = np.flatnonzero(~fast)
         if self.shapes is None:
             residual = self._with_triggers(body, starts, nl, others)
-            return _Scan(body, starts, nl, rows, row_idx, fast, residual, np.zeros(residual.size, dtype=np.uint64))
+            return _Scan(body, starts, nl, rows, row_idx, fast, residual, np.zeros(residual.size, dtype=np.uint64),
+                         wrapped=wrapped)
         # Lines of a learnt shape: read from their tokens (or per line, for a shape that must be);
         # the others are looked at for triggers.
         table = self.shapes.table
@@ -383,7 +392,7 @@ class _Reader:
                 as_rows = table.as_rows[tt]
                 grouped = (tl, as_rows, _grouped(table, tl, tt, tv, as_rows, None))
         return _Scan(body, starts, nl, rows, row_idx, fast, residual[order], rhash[order], tl, tt, tv, table,
-                     address, unk[silent], unk_hash[silent], grouped, keyed, chains)
+                     address, unk[silent], unk_hash[silent], grouped, keyed, chains, wrapped)
 
     def _merge(self, scan: "_Scan | list[str] | tuple") -> None:
         """Feed one scanned block to the parsers (the lines that need them) and the builder."""
@@ -574,6 +583,13 @@ class _Reader:
             if len(rows):
                 rows.line = rows.line + first
                 columns.setdefault(rows.framework, []).append(rows)
+        if scan.wrapped is not None:
+            wrows = scan.wrapped[0]
+            if fed:  # (a record whose first line went per line went per line whole)
+                wrows = wrows.part(~np.isin(scan.wrapped[1], fed_at))
+            if len(wrows):
+                wrows.line = wrows.line + first
+                columns.setdefault(wrows.framework, []).append(wrows)
         if ntl:
             self._shaped(scan, fed_at, first, columns, items)
         for fw, parts in columns.items():
@@ -889,6 +905,33 @@ class _Reader:
                     cols["grad_norm"], cols["has_grad_norm"], cols["lr"], cols["loss_scale"], cols["skipped"],
                     cols["nan_iters"], False, extra)
         return rows, idx
+
+    def _wrapped(self, body: bytes, a: np.ndarray, starts: np.ndarray, nl: np.ndarray, done: np.ndarray):
+        """Megatron records hard-wrapped over several lines (none of them among lines `done`),
+        whose lines no other parser acts on (scan.c: pdx_wrapped): their lines joined as the parser
+        joins them, read in columns like any iteration line. (rows (line: each record's last line,
+        where the parser emits it), their first lines, every line of them), or None."""
+        plan = self.plan
+        if plan.wrap_literals is None:
+            others = [p for p in self.disp.parsers if not isinstance(p, MegatronParser)]
+            header = [t.encode("utf-8") for p in others for t in (p.triggers or ())]
+            rest = [t.encode("utf-8") for p in others if not p.fallback for t in (p.triggers or ())]
+            plan.wrap_literals = (native.Literals(header), native.Literals(rest))
+        mask = np.zeros(nl.size, dtype=np.uint8)
+        mask[done] = 1
+        f, last, joined = native.wrapped(self.kern, a.ctypes.data, len(body), starts, nl, mask, _MAX_WRAP,
+                                         *plan.wrap_literals)
+        if f.size == 0:
+            return None
+        aj = np.frombuffer(joined, dtype=np.uint8)
+        sj, nj, cj, _ = native.lines(self.kern, joined, aj.ctypes.data)
+        rows, idx = self._megatron(joined, aj, sj, nj, cj)
+        if rows is None or idx.size == 0:
+            return None
+        rows.line = last[idx].copy()
+        n = last[idx] - f[idx] + 1
+        lines = np.repeat(f[idx] - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+        return rows, f[idx], lines
 
     def _match(self, lay: "_Layout", ctx: tuple, remaining: np.ndarray):
         """The rows among `remaining` laid out as `lay`, read; and the rest of `remaining`."""

@@ -64,11 +64,15 @@ class Kernels:
         self.token = lib.pdx_token
         self.token.restype = ctypes.c_int
         self.token.argtypes = [ctypes.c_char_p, ctypes.c_int64, _f64p]
+        lits = [ctypes.c_char_p, _i64p, _u32p, _i32p, ctypes.c_int64, _u8p, _i32p, ctypes.c_int64, _u8p]
         self.olmo = lib.pdx_olmo
         self.olmo.restype = None
         self.olmo.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, ctypes.c_int64, ctypes.c_char_p, _i64p, _i8p, _u8p,
-                              ctypes.c_int64, ctypes.c_char_p, _i64p, _u32p, _i32p, ctypes.c_int64, _u8p, _i32p,
-                              ctypes.c_int64, _u8p, _u8p, _i64p, _f64p, _u64p, _i8p, _f64p, _u8p, _u8p]
+                              ctypes.c_int64, *lits, _u8p, _i64p, _f64p, _u64p, _i8p, _f64p, _u8p, _u8p]
+        self.wrapped = lib.pdx_wrapped
+        self.wrapped.restype = ctypes.c_int64
+        self.wrapped.argtypes = [ctypes.c_void_p, _i64p, _i64p, ctypes.c_int64, _u8p, ctypes.c_int64, *lits, *lits,
+                                 _i64p, _i64p, _u8p, _i64p]
         self.fold = lib.pdx_fold
         self.fold.restype = None
         self.fold.argtypes = [ctypes.c_int64, ctypes.c_int64, _i64p] + [_f64p] * 8 + [_i64p, _i64p, _f64p, _f64p]
@@ -216,9 +220,35 @@ def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool =
     return (hashes, tid, out, slow.view(bool)) if values else (hashes, tid)
 
 
+class Literals:
+    """Literals to look for in lines (scan.c: has_literal): those of four bytes or more by their
+    first four (sorted, with a filter of their hashes), the shorter ones by their first byte."""
+
+    def __init__(self, literals: list[bytes]) -> None:
+        import numpy as np
+
+        lits = sorted({x for x in literals if x})
+        self.blob = b"".join(lits) or b"\0"
+        self.off = np.concatenate([[0], np.cumsum([len(x) for x in lits])]).astype(np.int64)
+        long = sorted((int.from_bytes(x[:4], sys.byteorder), k) for k, x in enumerate(lits) if len(x) >= 4)
+        self.pre = np.array([w for w, _ in long] or [0], dtype=np.uint32)
+        self.pre_lit = np.array([k for _, k in long] or [0], dtype=np.int32)
+        self.bits4 = np.zeros(8192, dtype=np.uint8)
+        for w, _ in long:
+            h = ((w * 2654435761) & 0xFFFFFFFF) >> 16
+            self.bits4[h >> 3] |= 1 << (h & 7)
+        short = [k for k, x in enumerate(lits) if len(x) < 4]
+        self.short = np.array(short or [0], dtype=np.int32)
+        self.first = np.zeros(256, dtype=np.uint8)
+        for k in short:
+            self.first[lits[k][0]] = 1
+        self.args = (self.blob, ptr(self.off), ptr(self.pre, _u32p), ptr(self.pre_lit, _i32p), len(long),
+                     ptr(self.bits4, _u8p), ptr(self.short, _i32p), len(short), ptr(self.first, _u8p))
+
+
 class OlmoKeys:
     """What pdx_olmo looks for: the body-line keys it tells apart ((key, field code, is a prefix)
-    each) and the literals whose presence in a body line it reports (see has_literal in scan.c)."""
+    each) and the literals whose presence in a body line it reports."""
 
     def __init__(self, keys: list[tuple[str, int, bool]], literals: list[bytes]) -> None:
         import numpy as np
@@ -229,23 +259,7 @@ class OlmoKeys:
         self.code = np.array([c for _, c, _ in keys] or [0], dtype=np.int8)
         self.prefix = np.array([p for _, _, p in keys] or [False], dtype=np.uint8)
         self.n = len(keys)
-        lits = sorted({x for x in literals if x})
-        self.lit_blob = b"".join(lits) or b"\0"
-        self.lit_off = np.concatenate([[0], np.cumsum([len(x) for x in lits])]).astype(np.int64)
-        long = sorted((int.from_bytes(x[:4], sys.byteorder), k) for k, x in enumerate(lits) if len(x) >= 4)
-        self.pre = np.array([w for w, _ in long] or [0], dtype=np.uint32)
-        self.pre_lit = np.array([k for _, k in long] or [0], dtype=np.int32)
-        self.npre = len(long)
-        self.bits4 = np.zeros(8192, dtype=np.uint8)
-        for w, _ in long:
-            h = ((w * 2654435761) & 0xFFFFFFFF) >> 16
-            self.bits4[h >> 3] |= 1 << (h & 7)
-        short = [k for k, x in enumerate(lits) if len(x) < 4]
-        self.short = np.array(short or [0], dtype=np.int32)
-        self.nshort = len(short)
-        self.first = np.zeros(256, dtype=np.uint8)
-        for k in short:
-            self.first[lits[k][0]] = 1
+        self.literals = Literals(literals)
 
 
 def olmo(kern: Kernels, address: int, starts, ends, idx, keys: OlmoKeys):
@@ -264,11 +278,26 @@ def olmo(kern: Kernels, address: int, starts, ends, idx, keys: OlmoKeys):
     if n:
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         kern.olmo(address, ptr(starts), ptr(ends), ptr(idx), n, keys.blob, ptr(keys.off), ptr(keys.code, _i8p),
-                  ptr(keys.prefix, _u8p), keys.n, keys.lit_blob, ptr(keys.lit_off), ptr(keys.pre, _u32p),
-                  ptr(keys.pre_lit, _i32p), keys.npre, ptr(keys.bits4, _u8p), ptr(keys.short, _i32p), keys.nshort,
-                  ptr(keys.first, _u8p), ptr(kind, _u8p), ptr(step), ptr(epoch, _f64p), ptr(hashes, _u64p),
-                  ptr(field, _i8p), ptr(val, _f64p), ptr(vok, _u8p), ptr(lit, _u8p))
+                  ptr(keys.prefix, _u8p), keys.n, *keys.literals.args, ptr(kind, _u8p), ptr(step), ptr(epoch, _f64p),
+                  ptr(hashes, _u64p), ptr(field, _i8p), ptr(val, _f64p), ptr(vok, _u8p), ptr(lit, _u8p))
     return kind, step, epoch, hashes, field, val, vok.view(bool), lit.view(bool)
+
+
+def wrapped(kern: Kernels, address: int, size: int, starts, ends, done, maxwrap: int, header: Literals,
+            rest: Literals):
+    """(first lines, last lines, joined texts: bytes, a line each) of the hard-wrapped Megatron
+    records among the lines of a block not `done` (see scan.c: pdx_wrapped)."""
+    import numpy as np
+
+    n = int(ends.size)
+    first = np.empty(n // 2 + 1, dtype=np.int64)
+    last = np.empty(n // 2 + 1, dtype=np.int64)
+    out = np.empty(size + 1, dtype=np.uint8)
+    used = ctypes.c_int64(0)
+    done = np.ascontiguousarray(done, dtype=np.uint8)
+    k = int(kern.wrapped(address, ptr(starts), ptr(ends), n, ptr(done, _u8p), maxwrap, *header.args, *rest.args,
+                         ptr(first), ptr(last), ptr(out, _u8p), ctypes.byref(used)))
+    return first[:k], last[:k], out[:used.value].tobytes()
 
 
 FOLDED = ("count", "loss_sum", "loss_n", "loss_min", "loss_max", "loss_bad", "nan_w", "skipped_sum", "skipped_n",

@@ -844,6 +844,124 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
     }
 }
 
+/* ---- Hard-wrapped Megatron records (formats/megatron.py), joined ---------------------------
+ *
+ * A record wrapped over several lines: a header line holding `iteration\s+\d+\s*[/]\s*\d+\s*\|`
+ * that ends mid-field (after its last '|', a bare word: letters and spaces), then lines holding no
+ * such header, up to the first one ending with '|' (at most `maxwrap` - 1 of them; the parser
+ * emits the record there, its lines joined: the header right-stripped, the others stripped,
+ * one space between). pdx_wrapped finds such records among the lines of a block not already read
+ * (done[i] == 0), all of printable ASCII and tabs (Python's \s and str.strip take more), the
+ * header holding none of the literals `hl` (every other parser's), the others none of `cl` (those
+ * of the other parsers that see a line the Megatron parser swallows): per record, its first and
+ * last lines (first[k], last[k]) and its joined text, into out (a line each, '\n' after each;
+ * room for the block's size). Returns the number of records; *used: the bytes written. */
+static int meg_ws(uint8_t c) { return c == ' ' || c == '\t'; }
+
+/* Whether [s, e) holds `iteration\s+\d+\s*\/\s*\d+\s*\|`. */
+static int meg_header(const uint8_t *s, const uint8_t *e) {
+    const uint8_t *p = s;
+    while (e - p >= 9) {
+        const uint8_t *q = memchr(p, 'i', (size_t)(e - p));
+        if (q == NULL || e - q < 9) return 0;
+        p = q + 1;
+        if (memcmp(q, "iteration", 9)) continue;
+        const uint8_t *x = q + 9;
+        if (x >= e || !meg_ws(*x)) continue;
+        while (x < e && meg_ws(*x)) x++;
+        const uint8_t *d = x;
+        while (x < e && DIGIT(*x)) x++;
+        if (x == d) continue;
+        while (x < e && meg_ws(*x)) x++;
+        if (x >= e || *x != '/') continue;
+        x++;
+        while (x < e && meg_ws(*x)) x++;
+        d = x;
+        while (x < e && DIGIT(*x)) x++;
+        if (x == d) continue;
+        while (x < e && meg_ws(*x)) x++;
+        if (x < e && *x == '|') return 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    const uint8_t *blob;
+    const int64_t *off;
+    const uint32_t *pre;
+    const int32_t *pre_lit;
+    int64_t npre;
+    const uint8_t *bits4;
+    const int32_t *short_lit;
+    int64_t nshort;
+    const uint8_t *first;
+} Lits;
+
+static int holds(const uint8_t *s, const uint8_t *e, const Lits *l) {
+    return has_literal(s, e, l->blob, l->off, l->pre, l->pre_lit, l->npre, l->bits4, l->short_lit, l->nshort, l->first);
+}
+
+int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends, int64_t n, const uint8_t *done,
+                    int64_t maxwrap,
+                    const uint8_t *hblob, const int64_t *hoff, const uint32_t *hpre, const int32_t *hpre_lit,
+                    int64_t hnpre, const uint8_t *hbits4, const int32_t *hshort, int64_t hnshort, const uint8_t *hfirst,
+                    const uint8_t *cblob, const int64_t *coff, const uint32_t *cpre, const int32_t *cpre_lit,
+                    int64_t cnpre, const uint8_t *cbits4, const int32_t *cshort, int64_t cnshort, const uint8_t *cfirst,
+                    int64_t *first, int64_t *last, uint8_t *out, int64_t *used) {
+    Lits hl = {hblob, hoff, hpre, hpre_lit, hnpre, hbits4, hshort, hnshort, hfirst};
+    Lits cl = {cblob, coff, cpre, cpre_lit, cnpre, cbits4, cshort, cnshort, cfirst};
+    int64_t k = 0, o = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (done[i]) continue;
+        const uint8_t *s = b + starts[i], *e = b + ends[i];
+        if (e > s && e[-1] == '\r') e--;
+        const uint8_t *e0 = e;
+        while (e > s && meg_ws(e[-1])) e--;  /* (right-stripped) */
+        if (e == s || e[-1] == PIPE) continue;
+        /* the tail after the last '|': a bare word */
+        const uint8_t *t = e;
+        while (t > s && t[-1] != PIPE) t--;
+        if (t == s) continue;
+        const uint8_t *u = t;
+        while (u < e && meg_ws(*u)) u++;
+        int word = u < e;
+        for (const uint8_t *p = u; p < e && word; p++)
+            word = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == ' ';
+        if (!word || !olmo_clean(s, e0) || !meg_header(s, e) || holds(s, e0, &hl)) continue;
+        /* the lines after it, up to one that ends with '|' */
+        int64_t j = i + 1, c = -1;
+        for (; j < n && j - i < maxwrap; j++) {
+            const uint8_t *cs = b + starts[j], *ce = b + ends[j];
+            if (ce > cs && ce[-1] == '\r') ce--;
+            if (done[j] || !olmo_clean(cs, ce) || meg_header(cs, ce) || holds(cs, ce, &cl)) break;
+            while (ce > cs && meg_ws(ce[-1])) ce--;
+            if (ce > cs && ce[-1] == PIPE) {
+                c = j;
+                break;
+            }
+        }
+        if (c < 0) continue;
+        memcpy(out + o, s, (size_t)(e - s));
+        o += e - s;
+        for (j = i + 1; j <= c; j++) {
+            const uint8_t *cs = b + starts[j], *ce = b + ends[j];
+            if (ce > cs && ce[-1] == '\r') ce--;
+            while (ce > cs && meg_ws(ce[-1])) ce--;
+            while (cs < ce && meg_ws(*cs)) cs++;
+            out[o++] = ' ';
+            memcpy(out + o, cs, (size_t)(ce - cs));
+            o += ce - cs;
+        }
+        out[o++] = '\n';
+        first[k] = i;
+        last[k] = c;
+        k++;
+        i = c;
+    }
+    *used = o;
+    return k;
+}
+
 /* ---- Folding points into windows (series.Windows.append) ---------------------------------------
  * Sums are taken in numpy's order so both paths give the same bits: np.add.reduceat over a window
  * a[0..m) is a[0] + pairwise(a[1..m)), numpy's pairwise summation (8 accumulators in blocks of up

@@ -1,8 +1,9 @@
-"""OLMo's multi-line records read in bulk (engine/collectors/logs/records.py, issue 17): the block
-reader gives what the per-line reader gives on OLMo logs built to hit every way a record can end
-or be left to the parsers (odd bytes, keys and values, other formats' lines and literals inside
-and between records, headers the other parsers act on, records cut by blocks), and reads the
-records of a plain OLMo run in bulk."""
+"""Multi-line records read in bulk (issue 17): OLMo's (engine/collectors/logs/records.py) and
+hard-wrapped Megatron ones (blocks._Reader._wrapped). The block reader gives what the per-line
+reader gives on logs built to hit every way a record can end or be left to the parsers (odd
+bytes, keys and values, other formats' lines and literals inside and between records, headers the
+other parsers act on, more lines than the parser joins, records cut by blocks), and reads the
+records of a plain run in bulk."""
 from __future__ import annotations
 
 import random
@@ -197,3 +198,63 @@ def test_records_are_the_parsers(kern) -> None:
             held += 1
         assert got == want[got.line] or repr(got) == repr(want[got.line]), (got, want[got.line])
     assert held > 10
+
+
+# -- Megatron records hard-wrapped over several lines (blocks._Reader._wrapped, scan.c: pdx_wrapped)
+
+def _wrapped_record(rng: random.Random, it: int, width: int, first: int | None = None) -> list[str]:
+    """A record as a terminal `width` wide wraps it (fields of fixed width: the cuts fall at the
+    same places of every record), sometimes made odd."""
+    full = (f"[default7]: iteration {it:7d}/ 115311 | consumed samples: {it * 2048:11d} | elapsed time per "
+            f"iteration (s): {100 + rng.random():.2f} | learning rate: 4.475E-05 | global batch size: 2048 | lm loss: "
+            f"{2 + rng.random():.6E} | grad norm: {rng.random():.3f} | num zeros: 0.0 | number of skipped "
+            f"iterations: {rng.choice([0, 0, 1]):2d} | number of nan iterations: 0 |")
+    first = first or width
+    parts = [full[:first]] + [full[a:a + width] for a in range(first, len(full), width)]
+    r = rng.random()
+    if r < 0.04:
+        parts[-1] = parts[-1].replace("|", "", 1) if parts[-1].count("|") > 1 else parts[-1]
+    elif r < 0.08:
+        parts.insert(1, rng.choice(["  ", "", "\t", " iteration 5/ 10 | x", " Traceback here", " loss here",
+                                    " \u00a0odd", " step=5, skipped=0, lr=[1]", "more", "and more |",
+                                    "iter 5: loss 2.5000, time 10.00ms, mfu 1.00%"]))
+    elif r < 0.10:
+        parts[0] += rng.choice(["\r", "  ", "\t", " 12", ":", " word:"])
+    elif r < 0.11:
+        parts[0] = "iter 7: loss 2.5000, time 10.00ms, mfu 1.00% " + parts[0]
+    elif r < 0.12:
+        parts = [p + "\r" for p in parts]
+    elif r < 0.14:
+        parts = [full]
+    return parts
+
+
+def _wrapped_log(seed: int, records: int) -> list[str]:
+    rng = random.Random(seed)
+    lines = []
+    full = _wrapped_record(random.Random(0), 1, 10 ** 4)[0]  # (a first line cut inside a word: wrapped)
+    # (no "loss" on the first line: the key-value reader would read that line, which keeps it per line)
+    cuts = [w for w in range(40, full.index("loss")) if full[w - 1].isalpha() and full[w].isalpha()]
+    if seed == 3:  # one line more than the parser joins, the last holding the number of nan iterations
+        first = cuts[0]
+        width = -(-(len(full) - first) // 4)
+    else:
+        first = width = rng.choice([w for w in cuts if -(-len(full) // w) <= 4])
+    for it in range(1, records + 1):
+        lines += _wrapped_record(rng, it, width, first)
+        if rng.random() < 0.08:
+            lines.append(rng.choice(OTHER))
+        if rng.random() < 0.05:
+            lines += [_header(rng, it), _body(rng)]
+    return lines
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_wrapped_megatron_records_read_as_per_line(tmp_path: Path, kern, monkeypatch, seed: int) -> None:
+    monkeypatch.setattr(blocks, "THREADS", 1 + seed % 2)
+    path = tmp_path / "wrapped.log"
+    path.write_bytes("\n".join(_wrapped_log(seed, 1200)).encode("utf-8") + b"\n")
+    for block in (4000, 257, 1 << 22):
+        stats = _assert_same(path, block)
+    if seed != 3:  # (seed 3 wraps records over more lines than the parser joins)
+        assert stats.columnar > 0.7 * stats.frameworks["megatron"]  # most records were read in columns
