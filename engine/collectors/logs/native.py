@@ -64,7 +64,7 @@ class Kernels:
         self.token = lib.pdx_token
         self.token.restype = ctypes.c_int
         self.token.argtypes = [ctypes.c_char_p, ctypes.c_int64, _f64p]
-        lits = [ctypes.c_char_p, _i64p, _u32p, _i32p, ctypes.c_int64, _u8p, _i32p, ctypes.c_int64, _u8p]
+        lits = [ctypes.c_char_p, _i64p, _u32p, _i32p, ctypes.c_int64, _u8p, _i32p, ctypes.c_int64]
         self.olmo = lib.pdx_olmo
         self.olmo.restype = None
         self.olmo.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, ctypes.c_int64, ctypes.c_char_p, _i64p, _i8p, _u8p,
@@ -222,7 +222,7 @@ def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool =
 
 class Literals:
     """Literals to look for in lines (scan.c: has_literal): those of four bytes or more by their
-    first four (sorted, with a filter of their hashes), the shorter ones by their first byte."""
+    first four (sorted, and Wu-Manber's skips over two-byte blocks), the shorter ones with memchr."""
 
     def __init__(self, literals: list[bytes]) -> None:
         import numpy as np
@@ -233,17 +233,18 @@ class Literals:
         long = sorted((int.from_bytes(x[:4], sys.byteorder), k) for k, x in enumerate(lits) if len(x) >= 4)
         self.pre = np.array([w for w, _ in long] or [0], dtype=np.uint32)
         self.pre_lit = np.array([k for _, k in long] or [0], dtype=np.int32)
-        self.bits4 = np.zeros(8192, dtype=np.uint8)
-        for w, _ in long:
-            h = ((w * 2654435761) & 0xFFFFFFFF) >> 16
-            self.bits4[h >> 3] |= 1 << (h & 7)
+        # a window of four bytes moves on by the skip of its last two (3 when they end no prefix's
+        # first two, three or four bytes)
+        self.shift = np.full(1 << 16, 3, dtype=np.uint8)
+        for _, k in long:
+            x = lits[k]
+            for end in (2, 3, 4):
+                block = x[end - 2] | (x[end - 1] << 8)
+                self.shift[block] = min(int(self.shift[block]), 4 - end)
         short = [k for k, x in enumerate(lits) if len(x) < 4]
         self.short = np.array(short or [0], dtype=np.int32)
-        self.first = np.zeros(256, dtype=np.uint8)
-        for k in short:
-            self.first[lits[k][0]] = 1
         self.args = (self.blob, ptr(self.off), ptr(self.pre, _u32p), ptr(self.pre_lit, _i32p), len(long),
-                     ptr(self.bits4, _u8p), ptr(self.short, _i32p), len(short), ptr(self.first, _u8p))
+                     ptr(self.shift, _u8p), ptr(self.short, _i32p), len(short))
 
 
 class OlmoKeys:

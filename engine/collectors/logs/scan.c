@@ -711,36 +711,44 @@ static int olmo_clean(const uint8_t *s, const uint8_t *e) {
     return 1;
 }
 
-/* Whether [s, e) holds one of the literals blob[off[k]:off[k+1]]: those of four bytes or more
- * are found by their first four (pre[], sorted, as native-endian words, pre_lit[] the literal of
- * each; bits4: a 2^16-bit filter of their hashes), the shorter ones (short_lit[0:nshort]) by
- * their first byte (first[256]). */
+/* Whether [s, e) holds one of the literals blob[off[k]:off[k+1]]. Those of four bytes or more
+ * are found by their first four (pre[], sorted, as native-endian words; pre_lit[] the literal of
+ * each) with Wu-Manber's skips: a window of four bytes moves on by shift[its last two bytes, as
+ * b[2] | b[3] << 8] (how far from the end of a prefix those two bytes are, at most 3), and is
+ * looked up when that is 0. The shorter ones (short_lit[0:nshort]) are found with memchr. */
 static int has_literal(const uint8_t *s, const uint8_t *e, const uint8_t *blob, const int64_t *off,
-                       const uint32_t *pre, const int32_t *pre_lit, int64_t npre, const uint8_t *bits4,
-                       const int32_t *short_lit, int64_t nshort, const uint8_t *first) {
-    for (const uint8_t *p = s; p < e; p++) {
-        if (npre && p + 4 <= e) {
+                       const uint32_t *pre, const int32_t *pre_lit, int64_t npre, const uint8_t *shift,
+                       const int32_t *short_lit, int64_t nshort) {
+    if (npre) {
+        for (const uint8_t *p = s; p + 4 <= e;) {
+            uint8_t sh = shift[p[2] | (p[3] << 8)];
+            if (sh) {
+                p += sh;
+                continue;
+            }
             uint32_t w;
             memcpy(&w, p, 4);
-            uint32_t h = (w * 2654435761u) >> 16;
-            if (bits4[h >> 3] & (1u << (h & 7))) {
-                int64_t lo = 0, hi = npre;
-                while (lo < hi) {
-                    int64_t mid = (lo + hi) / 2;
-                    if (pre[mid] < w) lo = mid + 1;
-                    else hi = mid;
-                }
-                for (; lo < npre && pre[lo] == w; lo++) {
-                    int64_t k = pre_lit[lo], l = off[k + 1] - off[k];
-                    if (e - p >= l && !memcmp(p, blob + off[k], (size_t)l)) return 1;
-                }
+            int64_t lo = 0, hi = npre;
+            while (lo < hi) {
+                int64_t mid = (lo + hi) / 2;
+                if (pre[mid] < w) lo = mid + 1;
+                else hi = mid;
             }
-        }
-        if (nshort && first[*p]) {
-            for (int64_t j = 0; j < nshort; j++) {
-                int64_t k = short_lit[j], l = off[k + 1] - off[k];
+            for (; lo < npre && pre[lo] == w; lo++) {
+                int64_t k = pre_lit[lo], l = off[k + 1] - off[k];
                 if (e - p >= l && !memcmp(p, blob + off[k], (size_t)l)) return 1;
             }
+            p++;
+        }
+    }
+    for (int64_t j = 0; j < nshort; j++) {
+        int64_t k = short_lit[j], l = off[k + 1] - off[k];
+        const uint8_t *lit = blob + off[k];
+        for (const uint8_t *p = s; e - p >= l;) {
+            const uint8_t *q = memchr(p, lit[0], (size_t)(e - p - l + 1));
+            if (q == NULL) break;
+            if (!memcmp(q, lit, (size_t)l)) return 1;
+            p = q + 1;
         }
     }
     return 0;
@@ -783,8 +791,8 @@ static int olmo_header(const uint8_t *s, const uint8_t *e, int64_t *step, double
 void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t n,
               const uint8_t *key_blob, const int64_t *key_off, const int8_t *code, const uint8_t *prefix,
               int64_t nkeys, const uint8_t *lit_blob, const int64_t *lit_off, const uint32_t *pre,
-              const int32_t *pre_lit, int64_t npre, const uint8_t *bits4, const int32_t *short_lit, int64_t nshort,
-              const uint8_t *first, uint8_t *kind, int64_t *step, double *epoch, uint64_t *hash, int8_t *field,
+              const int32_t *pre_lit, int64_t npre, const uint8_t *shift, const int32_t *short_lit, int64_t nshort,
+              uint8_t *kind, int64_t *step, double *epoch, uint64_t *hash, int8_t *field,
               double *val, uint8_t *vok, uint8_t *lit) {
     uint8_t buf[SHAPE_MAX];
     for (int64_t i = 0; i < n; i++) {
@@ -839,7 +847,7 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
             hash[i] = shape_of(s, e, buf, &m, 0, NULL, NULL, NULL);
         } else if (body) {
             kind[i] = 2;
-            lit[i] = (uint8_t)has_literal(s, e, lit_blob, lit_off, pre, pre_lit, npre, bits4, short_lit, nshort, first);
+            lit[i] = (uint8_t)has_literal(s, e, lit_blob, lit_off, pre, pre_lit, npre, shift, short_lit, nshort);
         }
     }
 }
@@ -891,25 +899,24 @@ typedef struct {
     const uint32_t *pre;
     const int32_t *pre_lit;
     int64_t npre;
-    const uint8_t *bits4;
+    const uint8_t *shift;
     const int32_t *short_lit;
     int64_t nshort;
-    const uint8_t *first;
 } Lits;
 
 static int holds(const uint8_t *s, const uint8_t *e, const Lits *l) {
-    return has_literal(s, e, l->blob, l->off, l->pre, l->pre_lit, l->npre, l->bits4, l->short_lit, l->nshort, l->first);
+    return has_literal(s, e, l->blob, l->off, l->pre, l->pre_lit, l->npre, l->shift, l->short_lit, l->nshort);
 }
 
 int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends, int64_t n, const uint8_t *done,
                     int64_t maxwrap,
                     const uint8_t *hblob, const int64_t *hoff, const uint32_t *hpre, const int32_t *hpre_lit,
-                    int64_t hnpre, const uint8_t *hbits4, const int32_t *hshort, int64_t hnshort, const uint8_t *hfirst,
+                    int64_t hnpre, const uint8_t *hshift, const int32_t *hshort, int64_t hnshort,
                     const uint8_t *cblob, const int64_t *coff, const uint32_t *cpre, const int32_t *cpre_lit,
-                    int64_t cnpre, const uint8_t *cbits4, const int32_t *cshort, int64_t cnshort, const uint8_t *cfirst,
+                    int64_t cnpre, const uint8_t *cshift, const int32_t *cshort, int64_t cnshort,
                     int64_t *first, int64_t *last, uint8_t *out, int64_t *used) {
-    Lits hl = {hblob, hoff, hpre, hpre_lit, hnpre, hbits4, hshort, hnshort, hfirst};
-    Lits cl = {cblob, coff, cpre, cpre_lit, cnpre, cbits4, cshort, cnshort, cfirst};
+    Lits hl = {hblob, hoff, hpre, hpre_lit, hnpre, hshift, hshort, hnshort};
+    Lits cl = {cblob, coff, cpre, cpre_lit, cnpre, cshift, cshort, cnshort};
     int64_t k = 0, o = 0;
     for (int64_t i = 0; i < n; i++) {
         if (done[i]) continue;
