@@ -76,6 +76,14 @@ def megatron_deepspeed(r: Run) -> Iterator[str]:
                    f"{r.jitter(41000.0):.1f} | reserved: 52000.0 | max reserved: 52000.0\n")
 
 
+def megatron_deepspeed_wrapped(r: Run) -> Iterator[str]:
+    """The same records as a terminal 160 columns wide hard-wrapped them (BigScience's published
+    logs read so: tr11-176b-wrapped-lines.log); the parser joins the lines of each."""
+    for line in megatron_deepspeed(r):
+        body = line.rstrip("\n")
+        yield "\n".join(body[a:a + 160] for a in range(0, len(body), 160)) + "\n"
+
+
 def deepspeed(r: Run) -> Iterator[str]:
     """DeepSpeed-Chat step summaries (every 10 steps DeepSpeed's own step/timer lines) with an
     occasional overflow."""
@@ -188,7 +196,8 @@ def veomni(r: Run) -> Iterator[str]:
 
 
 RUNS: dict[str, Callable[[Run], Iterator[str]]] = {
-    "megatron-lm": megatron_lm, "megatron-deepspeed": megatron_deepspeed, "deepspeed": deepspeed,
+    "megatron-lm": megatron_lm, "megatron-deepspeed": megatron_deepspeed,
+    "megatron-deepspeed-wrapped": megatron_deepspeed_wrapped, "deepspeed": deepspeed,
     "hf-transformers": hf_trainer, "torchtitan": torchtitan, "nemo": nemo, "nanotron": nanotron,
     "nanogpt": nanogpt, "olmo": olmo, "xtuner-mmengine": xtuner, "veomni": veomni,
 }
