@@ -482,7 +482,10 @@ def test_generated_long_runs(tmp_path: Path, kern, name) -> None:
     n = RUNS.write_run(name, path, 0.25)
     for block in (1 << 22, 8192):
         stats = _assert_same(path, block)
-    if name != "olmo":  # (its records span lines: read per line)
+    if name in ("olmo", "megatron-deepspeed-wrapped"):  # (records span lines: read in bulk, counted once)
+        fw = "olmo" if name == "olmo" else "megatron"
+        assert stats.columnar > 0.9 * stats.frameworks[fw], (stats.columnar, stats.frameworks)
+    else:
         assert stats.columnar > n // 2, (stats.columnar, n)
 
 
