@@ -345,12 +345,12 @@ class _Reader:
         wrapped = None
         if self.plan.megatron is not None:
             rows, row_idx = self._megatron(body, a, starts, nl, cand)
-            if kern is not None and _ITER in body:
-                wrapped = self._wrapped(body, a, starts, nl, row_idx)
         fast = np.zeros(n, dtype=bool)
         fast[row_idx] = True
-        if wrapped is not None:
-            fast[wrapped[2]] = True
+        if self.plan.megatron is not None and kern is not None:
+            wrapped = self._wrapped(body, a, starts, nl, fast)
+            if wrapped is not None:
+                fast[wrapped[2]] = True
         others = np.flatnonzero(~fast)
         if self.shapes is None:
             residual = self._with_triggers(body, starts, nl, others)
@@ -907,7 +907,7 @@ class _Reader:
         return rows, idx
 
     def _wrapped(self, body: bytes, a: np.ndarray, starts: np.ndarray, nl: np.ndarray, done: np.ndarray):
-        """Megatron records hard-wrapped over several lines (none of them among lines `done`),
+        """Megatron records hard-wrapped over several lines (none of them `done`: a bool per line),
         whose lines no other parser acts on (scan.c: pdx_wrapped): their lines joined as the parser
         joins them, read in columns like any iteration line. (rows (line: each record's last line,
         where the parser emits it), their first lines, every line of them), or None."""
@@ -917,10 +917,8 @@ class _Reader:
             header = [t.encode("utf-8") for p in others for t in (p.triggers or ())]
             rest = [t.encode("utf-8") for p in others if not p.fallback for t in (p.triggers or ())]
             plan.wrap_literals = (native.Literals(header), native.Literals(rest))
-        mask = np.zeros(nl.size, dtype=np.uint8)
-        mask[done] = 1
-        f, last, joined = native.wrapped(self.kern, a.ctypes.data, len(body), starts, nl, mask, _MAX_WRAP,
-                                         *plan.wrap_literals)
+        f, last, joined = native.wrapped(self.kern, a.ctypes.data, len(body), starts, nl, done.view(np.uint8),
+                                         _MAX_WRAP, *plan.wrap_literals)
         if f.size == 0:
             return None
         aj = np.frombuffer(joined, dtype=np.uint8)

@@ -40,7 +40,6 @@ from precdx.collectors.logs.reader import Dispatcher
 from precdx.collectors.logs.shapes import Shapes, fingerprint
 
 _CODES = {"loss": 1, "grad_norm": 2, "lr": 3, "skipped": 4, "spike_score": 5}
-_LITERAL = b"[step="
 MAX_VERDICTS = 256  # header shapes (under a state pattern) looked at per file
 
 
@@ -100,7 +99,7 @@ class OlmoRecords:
     # -- the scan thread ---------------------------------------------------------------------------
     def scan(self, body: bytes, address: int, starts: np.ndarray, nl: np.ndarray, others: np.ndarray) -> Chains | None:
         """The chains among lines `others` (indices, in order) of a block."""
-        if others.size == 0 or _LITERAL not in body:
+        if others.size == 0:
             return None
         kind, step, epoch, hashes, field, val, vok, lit = native.olmo(self.kern, address, starts, nl, others,
                                                                        self.keys)

@@ -685,9 +685,11 @@ void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
  *                a code, its value in val[i] with vok[i] = 1 when read exactly as float() reads it
  *                (else 0: the caller reads it); lit[i] = 1 when it holds one of the literals
  *                (has_literal: the other parsers' that see such a line);
- *             3: left to the parsers: a byte that is not printable ASCII or a tab (Python's \s
- *                and \d take more than ASCII's do), a line that is both a header and a body line,
- *                a counter of more than 15 digits, or a header too long for a shape.
+ *             3: left to the parsers: a line that may be either holding a byte that is not
+ *                printable ASCII or a tab (Python's \s and \d take more than ASCII's do), a line
+ *                that is both a header and a body line, a counter of more than 15 digits, or a
+ *                header too long for a shape.
+ * (A line of kind 0 or 3 ends a chain: what is left to the parsers is anything not 1 or 2.)
  * Keys: key_blob[key_off[k]:key_off[k+1]] for k < nkeys. */
 static int olmo_ws(uint8_t c) { return c == ' ' || c == '\t'; }
 
@@ -802,13 +804,20 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
         field[i] = 0;
         vok[i] = 0;
         lit[i] = 0;
+        /* (a line that starts with no two blanks and holds no header is neither, whatever its
+         * bytes: such a line ends a chain, as one left to the parsers does) */
+        int64_t st = 0;
+        double ep = 0;
+        int cand = e - s >= 4 && olmo_ws(s[0]) && olmo_ws(s[1]);
+        int hdr = olmo_header(s, e, &st, &ep);
+        if (!cand && !hdr) continue;
         if (!olmo_clean(s, e)) {
             kind[i] = 3;
             continue;
         }
         /* a body line: two blanks, a key (no '='), '=', a value (no blank), blanks */
         int body = 0;
-        if (e - s >= 4 && olmo_ws(s[0]) && olmo_ws(s[1])) {
+        if (cand) {
             const uint8_t *eq = memchr(s, '=', (size_t)(e - s));
             if (eq != NULL && eq - s >= 3 && eq + 1 < e && !olmo_ws(eq[1])) {
                 const uint8_t *v1 = eq + 1;
@@ -832,9 +841,6 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
                 }
             }
         }
-        int64_t st = 0;
-        double ep = 0;
-        int hdr = olmo_header(s, e, &st, &ep);
         if (hdr < 0 || (hdr && body) || (hdr && e - s > SHAPE_MAX)) {
             kind[i] = 3;
             continue;
@@ -924,7 +930,7 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
         if (e > s && e[-1] == '\r') e--;
         const uint8_t *e0 = e;
         while (e > s && meg_ws(e[-1])) e--;  /* (right-stripped) */
-        if (e == s || e[-1] == PIPE) continue;
+        if (e == s || e[-1] == PIPE || memchr(s, PIPE, (size_t)(e - s)) == NULL) continue;
         /* the tail after the last '|': a bare word */
         const uint8_t *t = e;
         while (t > s && t[-1] != PIPE) t--;
