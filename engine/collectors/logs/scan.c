@@ -53,7 +53,7 @@ static const double P10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1
  * significant digits while there are at most `most` (15, or 19 at most: *fine 0 past that),
  * *exp10 the power of ten its point gives, *any 1 when it has a digit. */
 static const uint8_t *mantissa(const uint8_t *p, const uint8_t *e, uint64_t *m, int *exp10, int *any, int *fine,
-                               int most) {
+                               int most, int *ndig) {
     uint64_t v = 0;
     int nd = 0, x = 0, a = 0, ok = 1;
     while (p < e && DIGIT(*p)) {
@@ -80,6 +80,7 @@ static const uint8_t *mantissa(const uint8_t *p, const uint8_t *e, uint64_t *m, 
     *exp10 = x;
     *any = a;
     *fine = ok;
+    if (ndig) *ndig = nd;
     return p;
 }
 
@@ -87,13 +88,13 @@ static const uint8_t *mantissa(const uint8_t *p, const uint8_t *e, uint64_t *m, 
  * and mantissa's *m, *exp10 (the exponent added), *any, *fine (0 too when an exponent mark has
  * no digits: the decimal then ends before the mark), for mantissas of at most `most` digits. */
 static const uint8_t *decimal(const uint8_t *p, const uint8_t *e, int *neg, uint64_t *m, int *exp10, int *any,
-                              int *fine, int most) {
+                              int *fine, int most, int *ndig) {
     *neg = 0;
     if (p < e && (*p == '+' || *p == '-')) {
         *neg = *p == '-';
         p++;
     }
-    p = mantissa(p, e, m, exp10, any, fine, most);
+    p = mantissa(p, e, m, exp10, any, fine, most, ndig);
     if (*any && p < e && (*p == 'e' || *p == 'E')) {
         const uint8_t *q = p + 1;
         int eneg = 0;
@@ -127,7 +128,7 @@ static const uint8_t *scan_value(const uint8_t *s, const uint8_t *e, double *out
     while (p < e && *p == ' ') p++;
     uint64_t m;
     int neg, exp10, any, fine;
-    p = decimal(p, e, &neg, &m, &exp10, &any, &fine, 15);
+    p = decimal(p, e, &neg, &m, &exp10, &any, &fine, 15, NULL);
     while (p < e && *p == ' ') p++;
     if (p < e && *p == PIPE) {
         if (any && fine && (m == 0 || (exp10 >= -22 && exp10 <= 22))) {
@@ -475,42 +476,6 @@ static int extended(uint64_t m, int exp10, int neg, double *out) {
 }
 #endif
 
-/* A plain decimal of more than 15 significant digits (what Python's repr prints for a double
- * is 17), correctly rounded as float() is: read by `extended` when it can, else with strtod.
- * 1 and *out when the token is [+-]digits[.digits][(e|E)[+-]digits] and all of it is read (a
- * locale whose decimal point is not '.' stops strtod early: 0, the line goes to the parsers). */
-static int long_decimal(const uint8_t *s, int64_t n, double *out) {
-    char buf[72];
-    if (n <= 0 || n >= (int64_t)sizeof buf) return 0;
-    uint64_t m;
-    int neg, exp10, any, fine;
-    if (decimal(s, s + n, &neg, &m, &exp10, &any, &fine, 19) != s + n || !any) return 0;
-    if (fine && extended(m, exp10, neg, out)) return 1;
-    memcpy(buf, s, (size_t)n);
-    buf[n] = 0;
-    char *end;
-    double v = strtod(buf, &end);
-    if (end != buf + n) return 0;
-    *out = v;
-    return 1;
-}
-
-/* A token [s, s+n) read as pdx_number reads it (no copy; a token holds no space or pipe): 1
- * and *out when it is [+-]digits[.digits][(e|E)[+-]digits] (or .digits) with at most 15
- * significant digits and a power of ten within 10^+-22, read exactly; else 0. */
-static int token_value(const uint8_t *s, int64_t n, double *out) {
-    const uint8_t *e = s + n;
-    uint64_t m;
-    int neg, exp10, any, fine;
-    const uint8_t *p = decimal(s, e, &neg, &m, &exp10, &any, &fine, 15);
-    if (!any || !fine) return 0;
-    if (p != e) return 0;
-    if (m != 0 && (exp10 < -22 || exp10 > 22)) return 0;
-    double v = m == 0 ? 0.0 : exp10 < 0 ? (double)m / P10[-exp10] : (double)m * P10[exp10];
-    *out = neg ? -v : v;
-    return 1;
-}
-
 /* The place in the line of place c of its shape (runs as shape_of gives them): c plus the
  * extra digits of the runs that start before c. */
 static int64_t locate(int64_t c, const int64_t *cpos, const int64_t *cum, int64_t nruns) {
@@ -523,14 +488,34 @@ static int64_t locate(int64_t c, const int64_t *cpos, const int64_t *cum, int64_
     return c + (lo ? cum[lo - 1] : 0);
 }
 
-/* Token [p, p+len) read exactly as float() reads it, into *o: by token_value, else by
- * long_decimal; 0 when neither reads it, or when it is an integer of 2^53 or more (a double may
- * not hold it and the parsers may read it as an int). */
+/* Token [p, p+len) read exactly as float() reads it, into *o: a plain decimal
+ * ([+-]digits[.digits][(e|E)[+-]digits], or .digits) of at most 15 significant digits and a power
+ * of ten within 10^+-22 in one IEEE operation on two exact doubles; a longer one (what Python's
+ * repr prints for a double has 17) by `extended` when it can, else with strtod (a locale whose
+ * decimal point is not '.' stops strtod early: 0). 0 when it is no such decimal, or an integer of
+ * 2^53 or more (a double may not hold it and the parsers may read it as an int): the line goes to
+ * the parsers. */
 static int read_token(const uint8_t *p, int64_t len, double *o) {
-    if (token_value(p, len, o)) return 1;
-    return long_decimal(p, len, o)
-           && (memchr(p, '.', (size_t)len) || memchr(p, 'e', (size_t)len) || memchr(p, 'E', (size_t)len)
-               || (*o < 9007199254740992.0 && *o > -9007199254740992.0));
+    uint64_t m;
+    int neg, exp10, any, fine, nd;
+    if (len <= 0 || decimal(p, p + len, &neg, &m, &exp10, &any, &fine, 19, &nd) != p + len || !any) return 0;
+    if (fine && nd <= 15 && (m == 0 || (exp10 >= -22 && exp10 <= 22))) {
+        double v = m == 0 ? 0.0 : exp10 < 0 ? (double)m / P10[-exp10] : (double)m * P10[exp10];
+        *o = neg ? -v : v;
+        return 1;
+    }
+    char buf[72];
+    if (len >= (int64_t)sizeof buf) return 0;
+    if (!(fine && extended(m, exp10, neg, o))) {
+        memcpy(buf, p, (size_t)len);
+        buf[len] = 0;
+        char *end;
+        double v = strtod(buf, &end);
+        if (end != buf + len) return 0;
+        *o = v;
+    }
+    return memchr(p, '.', (size_t)len) || memchr(p, 'e', (size_t)len) || memchr(p, 'E', (size_t)len)
+           || (*o < 9007199254740992.0 && *o > -9007199254740992.0);
 }
 
 /* One token as read_token reads it (for tests): 1 and *out when read exactly, else 0. */
