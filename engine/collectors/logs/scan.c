@@ -915,7 +915,9 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
         if (e > s && e[-1] == '\r') e--;
         const uint8_t *e0 = e;
         while (e > s && meg_ws(e[-1])) e--;  /* (right-stripped) */
-        if (e == s || e[-1] == PIPE || memchr(s, PIPE, (size_t)(e - s)) == NULL) continue;
+        if (e == s || !((e[-1] >= 'A' && e[-1] <= 'Z') || (e[-1] >= 'a' && e[-1] <= 'z'))  /* (no bare word) */
+            || memchr(s, PIPE, (size_t)(e - s)) == NULL)
+            continue;
         /* the tail after the last '|': a bare word */
         const uint8_t *t = e;
         while (t > s && t[-1] != PIPE) t--;
