@@ -418,7 +418,8 @@ class _Reader:
         # too. Lines of learnt shapes are read from their shape while the parsers' state is the
         # one it was learnt in (else per line).
         items: list[tuple[int, object]] = []
-        fed: list[int] = []
+        fed: list[int] = []  # lines read per line or applied one at a time
+        done: list[np.ndarray] = []  # lines applied in bulk (_batch)
         disp, feed, shapes = self.disp, self.disp.feed, self.shapes
         res = rhash = tl = tkey = tmask = dyn_at = None
         ntl = 0
@@ -549,7 +550,7 @@ class _Reader:
                 valid = hi if bad < 0 else bad  # lines tl[tpos:valid] hold under the state's pattern
                 d = int(np.searchsorted(dyn_at, tpos))
                 if d < dyn_at.size and dyn_at[d] < valid:  # dynamic ones among them: applied in bulk
-                    stop = self._batch(scan, tpos, valid, first, items, columns, fed)
+                    stop = self._batch(scan, tpos, valid, first, items, columns, fed, done)
                     if stop < valid:
                         if stop == tpos:  # its first line could not be applied with the others: alone
                             i = int(tl[stop])
@@ -575,18 +576,23 @@ class _Reader:
                 continue
             per_line(i, rhash[pos])
         self.lineno += n
-        fed_at = np.array(fed, dtype=np.int64)
+        fed_at = None  # per line of the block: it was read per line or applied as a transition
+        if fed or done:
+            fed_at = np.zeros(n, dtype=bool)
+            fed_at[fed] = True
+            for d in done:
+                fed_at[d] = True
         rows = scan.rows
         if rows is not None and len(rows):
-            if fed:
-                rows = rows.part(~np.isin(scan.row_idx, fed_at))
+            if fed_at is not None:
+                rows = rows.part(~fed_at[scan.row_idx])
             if len(rows):
                 rows.line = rows.line + first
                 columns.setdefault(rows.framework, []).append(rows)
         if scan.wrapped is not None:
             wrows = scan.wrapped[0]
-            if fed:  # (a record whose first line went per line went per line whole)
-                wrows = wrows.part(~np.isin(scan.wrapped[1], fed_at))
+            if fed_at is not None:  # (a record whose first line went per line went per line whole)
+                wrows = wrows.part(~fed_at[scan.wrapped[1]])
             if len(wrows):
                 wrows.line = wrows.line + first
                 columns.setdefault(wrows.framework, []).append(wrows)
@@ -610,14 +616,16 @@ class _Reader:
                     shapes.quiet(body[int(starts[i]):int(nl[i])], h)
             shapes.publish()
 
-    def _batch(self, scan: _Scan, k0: int, k1: int, first: int, items: list, columns: dict, fed: list) -> int:
+    def _batch(self, scan: _Scan, k0: int, k1: int, first: int, items: list, columns: dict, fed: list,
+               done: list) -> int:
         """Lines tl[k0:k1] of learnt shapes, all holding under the pattern of the current state,
         some dynamic: the state after each transition (a line that sets state values from its
         numbers) is carried forward in bulk, the dynamic lines' items made from it (records in
         columns once their framework numbers step-less records), and the parsers left in the
         state after the last one. Stops before the first transition that would change the
         state's pattern (a counter appearing, a number turning zero), returned (else k1); the
-        dynamic lines before it are done (added to `fed`), the others left to `_shaped`."""
+        dynamic lines before it are done (added to `fed` one by one, or to `done` as an array), the
+        others left to `_shaped`."""
         table = scan.table
         tt = scan.tt[k0:k1]
         dyn = np.flatnonzero(table.dynamic[tt])
@@ -705,7 +713,7 @@ class _Reader:
                     last[j] = int(v[k]) if whole else float(v[k])
             restore(self.stateful, unflatten(fp, last))
             self.state = fingerprint(self.disp.parsers)
-        fed.extend(scan.tl[k0 + dyn].tolist())
+        done.append(scan.tl[k0 + dyn])
         self.stats.columnar += int(dyn.size)
         return k0 + stop
 
@@ -779,14 +787,15 @@ class _Reader:
                 scan.tl, scan.tt = np.insert(scan.tl, at, tl), np.insert(scan.tt, at, tt)
                 scan.tv = np.insert(scan.tv, at, tv, axis=0)
 
-    def _shaped(self, scan: _Scan, fed_at: np.ndarray, first: int, columns: dict, items: list) -> None:
-        """What the lines of learnt shapes not read per line hold: records in columns (`columns`,
-        per framework) or items (added to `items`, which is then put back in line order)."""
+    def _shaped(self, scan: _Scan, fed_at: np.ndarray | None, first: int, columns: dict, items: list) -> None:
+        """What the lines of learnt shapes not read per line (`fed_at`: a bool per line of the
+        block, or None for none) hold: records in columns (`columns`, per framework) or items
+        (added to `items`, which is then put back in line order)."""
         table = scan.table
         tl, tt, tv = scan.tl, scan.tt, scan.tv
         at = None  # rows of tv of the lines kept (None: all of them; rows are not copied)
-        if fed_at.size:
-            keep = ~np.isin(tl, fed_at)
+        if fed_at is not None:
+            keep = ~fed_at[tl]
             if not keep.all():
                 at = np.flatnonzero(keep)
                 tl, tt = tl[at], tt[at]
@@ -796,7 +805,7 @@ class _Reader:
         pre = scan.grouped
         if pre is not None and pre[0] is scan.tl:  # (worked out on the scan thread)
             as_rows = pre[1] if at is None else pre[1][at]
-            parts = pre[2] if at is None else [(fw, r.part(~np.isin(r.line, fed_at))) for fw, r in pre[2]]
+            parts = pre[2] if at is None else [(fw, r.part(~fed_at[r.line])) for fw, r in pre[2]]
         else:
             as_rows = table.as_rows[tt]
             hinted = table.hinted[tt]
