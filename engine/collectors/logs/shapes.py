@@ -101,6 +101,23 @@ def compact_at(rs: list[tuple[int, int]], pos: int) -> int | None:
     return pos - extra
 
 
+def compactor(rs: list[tuple[int, int]]):
+    """`compact_at` for one line, for many places: the runs' ends and lengths summed once."""
+    ends, cum, extra = [], [0], 0
+    for a, b in rs:
+        ends.append(b)
+        extra += b - a - 1
+        cum.append(extra)
+    br = bisect.bisect_right
+
+    def at(pos: int) -> int | None:
+        k = br(ends, pos)  # runs ending at or before pos
+        if k < len(rs) and rs[k][0] < pos:
+            return None
+        return pos - cum[k]
+    return at
+
+
 def locate(rs: list[tuple[int, int]], c: int) -> int:
     """Place `c` of a line's shape in the line (`rs`: the runs its shape makes one '1'): scan.c's
     `locate`."""
@@ -522,12 +539,14 @@ class Shapes:
         values = [[float(m.group()) for m in tokens]]
         # the tokens' places in the shape (of the text: for the variants; of the bytes: for scan.c)
         t_runs, b_runs = runs(text, zeros), runs(raw, zeros)
-        spans = [(compact_at(t_runs, m.start()), compact_at(t_runs, m.end())) for m in tokens]
+        cat = compactor(t_runs)
+        spans = [(cat(m.start()), cat(m.end())) for m in tokens]
         if any(a is None or b is None for a, b in spans):
             return None
         # (a shape: two with runs made zeros at random, one with all zeros, one with none)
-        variants = ([self._variant(text, tokens, True) for _ in range(2)] if zeros else
-                    [self._variant(text, tokens, False, p) for p in (0.5, 0.5, 1.0, 0.0)])
+        digit_runs = _token_runs(text, tokens)
+        variants = ([self._variant(text, digit_runs, True) for _ in range(2)] if zeros else
+                    [self._variant(text, digit_runs, False, p) for p in (0.5, 0.5, 1.0, 0.0)])
         if any(v is None for v in variants):
             return None
         # What the parsers make of each variant from the state before the line, and of the line
@@ -587,9 +606,10 @@ class Shapes:
         if not dynamic and after != before:
             return None
         offsets = []
+        bat = compactor(b_runs)
         for k in sorted(used, key=used.get):
-            a = compact_at(b_runs, len(text[:tokens[k].start()].encode("utf-8")))
-            b = compact_at(b_runs, len(text[:tokens[k].end()].encode("utf-8")))
+            a = bat(len(text[:tokens[k].start()].encode("utf-8")))
+            b = bat(len(text[:tokens[k].end()].encode("utf-8")))
             if a is None or b is None:
                 return None
             offsets.append((a, b - a))
@@ -630,39 +650,45 @@ class Shapes:
                 pass
         return copy.deepcopy(dispatcher)
 
-    def _variant(self, text: str, tokens: list, zeros: bool, p_zero: float = 0.5) -> str | None:
-        """`text` with the runs of digits of its tokens rewritten at random, each to a length drawn
-        from 1 to 3 more than its own (an exponent's: 1 or 2), so that what is checked holds
-        whatever the numbers' widths. For a zero shape (`zeros`), runs of zeros are kept and the
-        others stay non-zero; else each run is made zeros with probability `p_zero` (0: none),
-        so that it holds whatever numbers are zero."""
+    def _variant(self, text: str, digit_runs: list, zeros: bool, p_zero: float = 0.5) -> str | None:
+        """`text` with the runs of digits of its tokens (`digit_runs`, `_token_runs`) rewritten at
+        random, each to a length drawn from 1 to 3 more than its own (an exponent's: 1 or 2), so
+        that what is checked holds whatever the numbers' widths. For a zero shape (`zeros`), runs of
+        zeros are kept and the others stay non-zero; else each run is made zeros with probability
+        `p_zero` (0: none), so that it holds whatever numbers are zero."""
         parts, last = [], 0
         rnd = self._rng.random
         pool, size = self._pool, len(self._pool) - 32
-        for m in tokens:
-            for run in _RUN_TEXT.finditer(text, m.start(), m.end()):
-                digits = run.group()
-                if zeros and not digits.strip("0"):
-                    continue
-                n = len(digits)
-                a = run.start()
-                exponent = text[a - 1:a] in ("e", "E") or (text[a - 1:a] in ("+", "-") and text[a - 2:a - 1] in ("e", "E"))
-                w = (1 + int(rnd() * 2)) if exponent else (1 + int(rnd() * (n + 3)))
-                if not zeros and rnd() < p_zero:
-                    new = "0" * w
-                    if new == digits:
-                        new += "0"
-                else:
-                    at = int(rnd() * size)
-                    new = pool[at:at + w]  # random digits
-                    if not new.strip("0"):
-                        new = new[:-1] + "7"
-                    if new == digits:
-                        new = new[:-1] + ("1" if new[-1] != "1" else "2")
-                parts += [text[last:a], new]
-                last = run.end()
+        for a, b, digits, exponent in digit_runs:
+            if zeros and not digits.strip("0"):
+                continue
+            w = (1 + int(rnd() * 2)) if exponent else (1 + int(rnd() * (b - a + 3)))
+            if not zeros and rnd() < p_zero:
+                new = "0" * w
+                if new == digits:
+                    new += "0"
+            else:
+                at = int(rnd() * size)
+                new = pool[at:at + w]  # random digits
+                if not new.strip("0"):
+                    new = new[:-1] + "7"
+                if new == digits:
+                    new = new[:-1] + ("1" if new[-1] != "1" else "2")
+            parts += [text[last:a], new]
+            last = b
         parts.append(text[last:])
         return "".join(parts)
+
+
+def _token_runs(text: str, tokens: list) -> list[tuple[int, int, str, bool]]:
+    """The runs of digits of `tokens` (matches in `text`): (start, end, digits, in an exponent)."""
+    out = []
+    for m in tokens:
+        for run in _RUN_TEXT.finditer(text, m.start(), m.end()):
+            a = run.start()
+            exponent = text[a - 1:a] in ("e", "E") or (text[a - 1:a] in ("+", "-") and text[a - 2:a - 1] in ("e", "E"))
+            out.append((a, run.end(), run.group(), exponent))
+    return out
 
 
 def _same(a, b) -> bool:

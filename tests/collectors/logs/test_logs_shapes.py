@@ -63,14 +63,17 @@ def test_shape_reference() -> None:
                                 max_size=40))
 def test_places_map_between_a_line_and_its_shape(line) -> None:
     """compact_at and locate are inverse at every place outside a run the shape makes one '1'
-    (of a shape and of a zero shape), and a place of the shape stands for the same byte."""
+    (of a shape and of a zero shape), and a place of the shape stands for the same byte;
+    compactor is compact_at."""
     text = "".join(line)
     for zeros in (False, True):
         rs = shapes.runs(text, zeros)
         inside = {k for a, b in rs for k in range(a + 1, b)}
         sh = shape(text.encode(), zeros).decode()
+        cat = shapes.compactor(rs)
         for pos in range(len(text) + 1):
             c = shapes.compact_at(rs, pos)
+            assert cat(pos) == c
             if pos in inside:
                 assert c is None
                 continue
