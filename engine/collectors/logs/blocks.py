@@ -45,7 +45,7 @@ import numpy as np
 from precdx.collectors.logs.formats import DIGIT_BLIND, builtin_parsers
 from precdx.collectors.logs.formats.base import LineParser
 from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, _MAX_WRAP, HEADER, MegatronParser
-from precdx.collectors.logs.model import Record, Rows, parse_num
+from precdx.collectors.logs.model import Event, Record, Rows, parse_num
 from precdx.collectors.logs import native
 from precdx.collectors.logs.shapes import (Shapes, fingerprint, leaves, make_items, next_state, numeric,
                                            pattern, restore, rows_of, shape_safe, unflatten)
@@ -821,6 +821,18 @@ class _Reader:
                 columns.setdefault(fw, []).append(rows)
         other = np.flatnonzero(~as_rows & table.objects[tt])
         self.stats.columnar += int(np.count_nonzero(~as_rows))  # (records in columns: counted with the rest)
+        if other.size and self.builder.counts_only():
+            # The builder keeps no more events, it counts them: lines of shapes that only make
+            # events of fixed kinds are counted by shape.
+            ids, n = np.unique(tt[other], return_counts=True)
+            counted = np.zeros(len(table.templates), dtype=bool)
+            for t, m in zip(ids.tolist(), n.tolist()):
+                kinds = _event_kinds(table.templates[t])
+                if kinds is not None:
+                    for kind in kinds:
+                        self.builder.count_event(kind, m)
+                    counted[t] = True
+            other = other[~counted[tt[other]]]
         if other.size:
             body, starts, nl = scan.body, scan.starts, scan.nl
             for k in other.tolist():
@@ -1155,6 +1167,19 @@ def _grouped(table, tl: np.ndarray, tt: np.ndarray, tv: np.ndarray, as_rows: np.
             continue
         out.append((fw, rows_of(table, fw, tl[sel], tt[sel], tv, cumulative, sel if at is None else at[sel])))
     return out
+
+
+def _event_kinds(tpl) -> tuple | None:
+    """The kinds of the events a learnt shape makes, when it makes only events of fixed kinds that
+    nothing but their count is kept of once the builder is full (not a re-run verdict: those set
+    the step of later ones); else None."""
+    kinds = []
+    for cls, attrs, _ in tpl.items:
+        how = attrs.get("kind")
+        if cls is not Event or how is None or how[0] != "const" or str(how[1]).startswith("rerun_"):
+            return None
+        kinds.append(how[1])
+    return tuple(kinds)
 
 
 def _text(raw) -> str:

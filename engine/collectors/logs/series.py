@@ -658,6 +658,16 @@ class SeriesBuilder:
                 best_line, best = int(rows.line[k]), int(np.trunc(step[0]))
         return best
 
+    def counts_only(self) -> bool:
+        """Events are only counted from now on (MAX_EVENTS of them kept): a reader may pass their
+        kinds (`count_event`) instead of the events, but for re-run verdicts."""
+        return len(self.events) >= MAX_EVENTS
+
+    def count_event(self, kind: str, n: int = 1) -> None:
+        """`n` events of `kind`, once `counts_only()`."""
+        assert self.counts_only()
+        self.event_counts[kind] = self.event_counts.get(kind, 0) + n
+
     def dated(self, framework: str) -> bool:
         """Records of `framework` that print no step are numbered as they come (no longer held
         for a progress counter to date them): they may be queued in columns."""
@@ -675,12 +685,13 @@ class SeriesBuilder:
                 self._rerun_step = item.step
             if item.step is None and item.kind.startswith("rerun_") and self._rerun_step is not None:
                 item.step = self._rerun_step  # verdict lines belong to the iteration being re-run
+            self.event_counts[item.kind] = self.event_counts.get(item.kind, 0) + 1
+            if len(self.events) >= MAX_EVENTS:
+                return  # (only counted: its step is not needed)
             if item.step is None and item.kind != "checkpoint_load":
                 # the step logged just before the line
                 item.step = self._step_before(at) if self._queue and at is not None else self._last_step
-            self.event_counts[item.kind] = self.event_counts.get(item.kind, 0) + 1
-            if len(self.events) < MAX_EVENTS:
-                self.events.append(item)
+            self.events.append(item)
             return
         if item.kind != "train":
             self.evals += 1

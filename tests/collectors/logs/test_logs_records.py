@@ -259,3 +259,25 @@ def test_wrapped_megatron_records_read_as_per_line(tmp_path: Path, kern, monkeyp
         stats = _assert_same(path, block)
     if seed != 3:  # (seed 3 wraps records over more lines than the parser joins)
         assert stats.columnar > 0.7 * stats.frameworks["megatron"]  # most records were read in columns
+
+
+def test_events_past_the_cap_are_counted_alike(tmp_path: Path, kern, monkeypatch) -> None:
+    """Once the builder keeps no more events (MAX_EVENTS), lines of shapes that make events are
+    counted by shape (no event made): the same counts, kept events and steps as per line; re-run
+    verdicts are still made one by one (they date later ones)."""
+    from precdx.collectors.logs import series
+
+    monkeypatch.setattr(series, "MAX_EVENTS", 40)
+    lines = []
+    for s in range(1, 3000):
+        lines.append(f"[2023-04-18 00:00:07,190] [INFO] [logging.py:96:log_dist] [Rank 0] step={s}, skipped={s // 7}, "
+                     f"lr=[1.5e-06, 1.5e-06], mom=[(0.9, 0.95), (0.9, 0.95)]")
+        if s % 3 == 0:
+            lines.append(f"[2023-04-18 00:00:07,190] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! "
+                         f"Rank 0 Skipping step. Attempted loss scale: {2 ** (s % 20)}, reducing to {2 ** (s % 20 - 1)}")
+        if s % 50 == 0:
+            lines.append("NaN detected in loss")
+    path = tmp_path / "events.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for block in (1 << 22, 5000):
+        _assert_same(path, block)
