@@ -20,7 +20,10 @@ object per line:
 - The rest goes to the per-line parsers (`Dispatcher`) only when it holds one of the literals
   some parser needs (`LineParser.triggers`, found with one RE2 scan over those lines); lines
   holding none cannot yield anything and are skipped. A parser assembling a multi-line record
-  sees every line until it is done, as before. The second time a shape reaches the parsers, it
+  sees every line until it is done, as before; but OLMo's records (records.py) and Megatron
+  records hard-wrapped over several lines (`_wrapped`: joined on the scan thread as the parser
+  joins them, then read like any iteration line) are read in bulk where no other parser acts on
+  their lines. The second time a shape reaches the parsers, it
   is learnt (the first blocks are small, so that what they teach serves the rest; a shape learnt
   mid-block with many lines left in the block has those looked up again).
 - Records and events reach the builder in line order (`SeriesBuilder.queue` / `add(at=)`).
