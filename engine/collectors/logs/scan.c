@@ -698,6 +698,17 @@ static int olmo_clean(const uint8_t *s, const uint8_t *e) {
     return 1;
 }
 
+/* Where `lit` (n bytes) first starts in [p, e) (memchr for its first byte); NULL when it does not. */
+static const uint8_t *next_literal(const uint8_t *p, const uint8_t *e, const uint8_t *lit, int64_t n) {
+    while (e - p >= n) {
+        const uint8_t *q = memchr(p, lit[0], (size_t)(e - p - n + 1));
+        if (q == NULL) return NULL;
+        if (!memcmp(q, lit, (size_t)n)) return q;
+        p = q + 1;
+    }
+    return NULL;
+}
+
 /* Whether [s, e) holds one of the literals blob[off[k]:off[k+1]]. Those of four bytes or more
  * are found by their first four (pre[], sorted, as native-endian words; pre_lit[] the literal of
  * each) with Wu-Manber's skips: a window of four bytes moves on by shift[its last two bytes, as
@@ -729,14 +740,8 @@ static int has_literal(const uint8_t *s, const uint8_t *e, const uint8_t *blob, 
         }
     }
     for (int64_t j = 0; j < nshort; j++) {
-        int64_t k = short_lit[j], l = off[k + 1] - off[k];
-        const uint8_t *lit = blob + off[k];
-        for (const uint8_t *p = s; e - p >= l;) {
-            const uint8_t *q = memchr(p, lit[0], (size_t)(e - p - l + 1));
-            if (q == NULL) break;
-            if (!memcmp(q, lit, (size_t)l)) return 1;
-            p = q + 1;
-        }
+        int64_t k = short_lit[j];
+        if (next_literal(s, e, blob + off[k], off[k + 1] - off[k]) != NULL) return 1;
     }
     return 0;
 }
@@ -744,12 +749,7 @@ static int has_literal(const uint8_t *s, const uint8_t *e, const uint8_t *blob, 
 /* The header in [s, e): 1 (and *step, *epoch), 0 when there is none, -1 when its counters are
  * too long to be read here. */
 static int olmo_header(const uint8_t *s, const uint8_t *e, int64_t *step, double *epoch) {
-    const uint8_t *p = s;
-    while (e - p >= 6) {
-        const uint8_t *q = memchr(p, '[', (size_t)(e - p));
-        if (q == NULL || e - q < 6) return 0;
-        p = q + 1;
-        if (memcmp(q, "[step=", 6)) continue;
+    for (const uint8_t *q = s; (q = next_literal(q, e, (const uint8_t *)"[step=", 6)) != NULL; q++) {
         const uint8_t *d = q + 6, *x = d;
         while (x < e && DIGIT(*x)) x++;
         if (x == d || x >= e || *x != '/') continue;
@@ -859,12 +859,7 @@ static int meg_ws(uint8_t c) { return c == ' ' || c == '\t'; }
 
 /* Whether [s, e) holds `iteration\s+\d+\s*\/\s*\d+\s*\|`. */
 static int meg_header(const uint8_t *s, const uint8_t *e) {
-    const uint8_t *p = s;
-    while (e - p >= 9) {
-        const uint8_t *q = memchr(p, 'i', (size_t)(e - p));
-        if (q == NULL || e - q < 9) return 0;
-        p = q + 1;
-        if (memcmp(q, "iteration", 9)) continue;
+    for (const uint8_t *q = s; (q = next_literal(q, e, (const uint8_t *)"iteration", 9)) != NULL; q++) {
         const uint8_t *x = q + 9;
         if (x >= e || !meg_ws(*x)) continue;
         while (x < e && meg_ws(*x)) x++;

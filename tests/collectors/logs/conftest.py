@@ -79,6 +79,20 @@ def load_build_native():
     return module
 
 
+@pytest.fixture
+def kern(monkeypatch):
+    """The compiled kernels, in use (PRECDX_NATIVE=1); the test skips without a C compiler (line
+    shapes and multi-line records are only read in bulk with them)."""
+    from precdx.collectors.logs import native
+
+    if not ensure_kernels():
+        pytest.skip("no C compiler: the kernels cannot be built")
+    monkeypatch.setenv("PRECDX_NATIVE", "1")
+    k = native.kernels()
+    assert k is not None
+    return k
+
+
 def ensure_kernels() -> bool:
     """Build the block reader's C kernels when a compiler is there (make setup has, usually):
     True when they load."""

@@ -17,18 +17,7 @@ from precdx.collectors.logs.formats import builtin_parsers
 from precdx.collectors.logs.formats.olmo import BODY, FIELDS, HEADER, OlmoParser
 from precdx.collectors.logs.reader import Dispatcher, parse_lines
 from precdx.collectors.logs.records import OlmoRecords
-from tests.collectors.logs.conftest import ensure_kernels
 from tests.collectors.logs.test_logs_blocks import _assert_same
-
-
-@pytest.fixture
-def kern(monkeypatch):
-    if not ensure_kernels():
-        pytest.skip("no C compiler: the kernels cannot be built (records are only read in bulk with them)")
-    monkeypatch.setenv("PRECDX_NATIVE", "1")
-    k = native.kernels()
-    assert k is not None
-    return k
 
 
 VALUES = ["12.18", "1.7872662283480167e-06", "0.0", "nan", "NaN", "inf", "-inf", "1,048,576", "4.71K", "1_0",
@@ -88,13 +77,20 @@ def _olmo_log(seed: int, records: int) -> list[str]:
     return lines
 
 
+def _read_alike(tmp_path: Path, monkeypatch, seed: int, lines: list[str], sizes: tuple) -> object:
+    """The block reader (on 1 or 2 threads by seed) gives the per-line reader's result at every
+    block size; its stats at the last one."""
+    monkeypatch.setattr(blocks, "THREADS", 1 + seed % 2)
+    path = tmp_path / "train.log"
+    path.write_bytes("\n".join(lines).encode("utf-8") + b"\n")
+    for block in sizes:
+        stats = _assert_same(path, block)
+    return stats
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_odd_olmo_logs_read_as_per_line(tmp_path: Path, kern, monkeypatch, seed: int) -> None:
-    monkeypatch.setattr(blocks, "THREADS", 1 + seed % 2)
-    path = tmp_path / "olmo.log"
-    path.write_bytes("\n".join(_olmo_log(seed, 1500)).encode("utf-8") + b"\n")
-    for block in (1 << 22, 3000, 211):
-        _assert_same(path, block)
+    _read_alike(tmp_path, monkeypatch, seed, _olmo_log(seed, 1500), (1 << 22, 3000, 211))
 
 
 def _plain_run(records: int) -> list[str]:
@@ -252,11 +248,7 @@ def _wrapped_log(seed: int, records: int) -> list[str]:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_wrapped_megatron_records_read_as_per_line(tmp_path: Path, kern, monkeypatch, seed: int) -> None:
-    monkeypatch.setattr(blocks, "THREADS", 1 + seed % 2)
-    path = tmp_path / "wrapped.log"
-    path.write_bytes("\n".join(_wrapped_log(seed, 1200)).encode("utf-8") + b"\n")
-    for block in (4000, 257, 1 << 22):
-        stats = _assert_same(path, block)
+    stats = _read_alike(tmp_path, monkeypatch, seed, _wrapped_log(seed, 1200), (4000, 257, 1 << 22))
     if seed != 3:  # (seed 3 wraps records over more lines than the parser joins)
         assert stats.columnar > 0.7 * stats.frameworks["megatron"]  # most records were read in columns
 

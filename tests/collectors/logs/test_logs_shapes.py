@@ -27,16 +27,6 @@ hypothesis = pytest.importorskip("hypothesis")
 st = hypothesis.strategies
 
 
-@pytest.fixture
-def kern(monkeypatch):
-    if not ensure_kernels():
-        pytest.skip("no C compiler: the kernels cannot be built (shapes are only learnt with them)")
-    monkeypatch.setenv("PRECDX_NATIVE", "1")
-    k = native.kernels()
-    assert k is not None
-    return k
-
-
 def _lookup(kern, lines: list[bytes], templates: list[Template]) -> tuple[np.ndarray, np.ndarray]:
     body = b"".join(line + b"\n" for line in lines)
     buf = np.frombuffer(body, dtype=np.uint8)
