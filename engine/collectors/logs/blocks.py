@@ -177,7 +177,6 @@ class _Plan:
         self.any_trigger = "|".join(alternatives)
         self.megatron = megatron if columns else None  # read its iteration lines in columns
         self.relevant = relevant                      # literals that matter on a Megatron line
-        self.wrap_literals: tuple | None = None         # (native.Literals: _Reader._wrapped)
         self.relevant_text = [t.decode("utf-8") for t in relevant]
         # learn line shapes (shapes.py): every parser digit-blind, every literal it looks for the
         # same in all lines of a shape
@@ -233,6 +232,15 @@ class _Reader:
         self.stateful = [p for p in self.disp.parsers if not (p.pure or p.stateless)]  # (its parsers)
         # OLMo records read in bulk (records.py), where shapes are learnt
         self.olmo = None if self.shapes is None else OlmoRecords.of(self.disp, self.kern)
+        # What no line of a hard-wrapped Megatron record may hold (_wrapped): its header, any other
+        # parser's literal; the lines after it (which the Megatron parser swallows), those of the
+        # parsers that are not fallback ones.
+        self.wrap_literals = None
+        if plan.megatron is not None and self.kern is not None:
+            others = [p for p in self.disp.parsers if not isinstance(p, MegatronParser)]
+            self.wrap_literals = (native.Literals([t.encode("utf-8") for p in others for t in (p.triggers or ())]),
+                                  native.Literals([t.encode("utf-8") for p in others if not p.fallback
+                                                   for t in (p.triggers or ())]))
 
     # -- the per-line reader's cuts ------------------------------------------------------------
     def run(self, fh, block: int) -> None:
@@ -935,14 +943,8 @@ class _Reader:
         whose lines no other parser acts on (scan.c: pdx_wrapped): their lines joined as the parser
         joins them, read in columns like any iteration line. (rows (line: each record's last line,
         where the parser emits it), their first lines, every line of them), or None."""
-        plan = self.plan
-        if plan.wrap_literals is None:
-            others = [p for p in self.disp.parsers if not isinstance(p, MegatronParser)]
-            header = [t.encode("utf-8") for p in others for t in (p.triggers or ())]
-            rest = [t.encode("utf-8") for p in others if not p.fallback for t in (p.triggers or ())]
-            plan.wrap_literals = (native.Literals(header), native.Literals(rest))
         f, last, joined = native.wrapped(self.kern, a.ctypes.data, len(body), starts, nl, done.view(np.uint8),
-                                         _MAX_WRAP, *plan.wrap_literals)
+                                         _MAX_WRAP, *self.wrap_literals)
         if f.size == 0:
             return None
         aj = np.frombuffer(joined, dtype=np.uint8)
