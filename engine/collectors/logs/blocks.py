@@ -358,24 +358,21 @@ class _Reader:
             rows, row_idx = self._megatron(body, a, starts, nl, cand)
         fast = np.zeros(n, dtype=bool)
         fast[row_idx] = True
-        if self.plan.megatron is not None and kern is not None:
-            wrapped = self._wrapped(body, a, starts, nl, fast)
-            if wrapped is not None:
-                fast[wrapped[2]] = True
-        others = np.flatnonzero(~fast)
+        wraps = self.wrap_literals is not None  # (hard-wrapped Megatron records are looked for)
         if self.shapes is None:
+            if wraps:
+                wrapped = self._wrapped(body, a, starts, nl, fast)
+                if wrapped is not None:
+                    fast[wrapped[2]] = True
+            others = np.flatnonzero(~fast)
             residual = self._with_triggers(body, starts, nl, others)
             return _Scan(body, starts, nl, rows, row_idx, fast, residual, np.zeros(residual.size, dtype=np.uint64),
                          wrapped=wrapped)
+        others = np.flatnonzero(~fast)
         # Lines of a learnt shape: read from their tokens (or per line, for a shape that must be);
         # the others are looked at for triggers.
         table = self.shapes.table
         address = a.ctypes.data
-        chains = None
-        if self.olmo is not None:
-            chains = self.olmo.scan(body, address, starts, nl, others)
-            if chains is not None:  # (their lines are read with them, or per line)
-                others = others[~np.isin(others, chains.lines, assume_unique=True)]
         hashes, tid, tv, slow = native.shapes(self.kern, address, starts, nl, others, table, values=True,
                                               cache=self._cache(table))
         known = tid >= 0
@@ -383,6 +380,32 @@ class _Reader:
         reads[known] = table.reads[tid[known]]
         quiet = np.zeros(others.size, dtype=bool)  # shapes no parser looks at
         quiet[known] = table.quiet[tid[known]]
+        chains = None
+        if wraps or self.olmo is not None:
+            # Multi-line records read in bulk are looked for among the lines whose shape does not
+            # settle them (one read from its tokens, or no parser's concern: never such a line;
+            # a record holding one is read per line).
+            loose = others[~(known & ((reads & ~slow) | quiet))]
+            drop = []
+            if wraps and loose.size:
+                done = np.ones(n, dtype=bool)
+                done[loose] = False
+                wrapped = self._wrapped(body, a, starts, nl, done)
+                if wrapped is not None:
+                    fast[wrapped[2]] = True
+                    drop.append(wrapped[2])
+                    loose = loose[~fast[loose]]
+            if self.olmo is not None and loose.size:
+                chains = self.olmo.scan(body, address, starts, nl, loose)
+                if chains is not None:  # (their lines are read with them, or per line)
+                    drop.append(chains.lines)
+            if drop:
+                gone = np.zeros(n, dtype=bool)
+                for d in drop:
+                    gone[d] = True
+                keep = ~gone[others]
+                others, hashes, tid, tv, slow = others[keep], hashes[keep], tid[keep], tv[keep], slow[keep]
+                known, reads, quiet = known[keep], reads[keep], quiet[keep]
         tl, tt, tv, slow = others[reads], tid[reads], tv[reads], slow[reads]
         per_line = np.concatenate([others[known & ~reads & ~quiet], tl[slow]])
         if slow.any():
@@ -622,7 +645,11 @@ class _Reader:
         self.builder.settle()
         if shapes is not None:
             if scan.silent is not None and scan.silent.size:
-                lines, hashes = shapes.silent(scan.silent_hash, scan.silent)
+                sl, sh = scan.silent, scan.silent_hash
+                if fed_at is not None:  # (a line fed while a parser was mid-record tells nothing of its shape then)
+                    keep = ~fed_at[sl]
+                    sl, sh = sl[keep], sh[keep]
+                lines, hashes = shapes.silent(sh, sl)
                 for i, h in zip(lines.tolist(), hashes.tolist()):
                     shapes.quiet(body[int(starts[i]):int(nl[i])], h)
             shapes.publish()
