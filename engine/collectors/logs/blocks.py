@@ -780,7 +780,17 @@ class _Reader:
         """scan.c's lines' cache of this thread for `table` (one per thread: the scan threads
         and the merging one)."""
         cache = getattr(self._tls, "cache", None)
-        if cache is None or cache.table is not table:
+        if cache is not None and cache.table is not table:
+            old = cache.table.templates
+            # A table of more shapes than the cache's (shapes are only ever added, each keeps its
+            # number) tells every line the cache holds what the cache says: the cache stays, but
+            # for tokens laid out at another width.
+            if (len(table.templates) >= len(old) > 0 and table.templates[len(old) - 1] is old[-1]
+                    and table.width == cache.table.width):
+                cache.table = table
+            else:
+                cache = None
+        if cache is None:
             cache = self._tls.cache = native.Cache(table)
         return cache
 

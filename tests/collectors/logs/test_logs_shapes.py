@@ -518,6 +518,46 @@ def test_the_lines_cache_reads_what_the_shapes_read(kern) -> None:
     assert cached == {0}  # zero shapes never; the shape of "at iteration N" looked up by them
 
 
+def test_a_cache_outlives_a_grown_table(kern) -> None:
+    """A thread's lines' cache is kept when the table it was filled for grows (shapes keep their
+    numbers): lookups through it under the grown table are the lookups without it; a table whose
+    tokens are laid out at another width, or not grown from the cache's, gets a new cache."""
+    raw = [b"step: 12 loss: 2.5 lr=3e-05", b"step: 7 loss: 12.25 lr=1e-4", b"at iteration 5", b"x 1"]
+    base = Template(shape(raw[0]), _hash(kern, raw[0]), "empty")
+    rs = shapes.runs(raw[0])
+    base.tokens = tuple((shapes.compact_at(rs, a), shapes.compact_at(rs, b) - shapes.compact_at(rs, a))
+                        for a, b in ((6, 8), (15, 18), (22, 27)))
+    it = Template(shape(raw[2]), _hash(kern, raw[2]), "empty", tokens=((13, 1),))
+    wide = Template(shape(raw[3]), _hash(kern, raw[3]), "empty", tokens=((0, 1), (2, 1), (2, 1), (2, 1)))
+    t1 = Table([base])
+    t2 = Table.grow(t1, [base, it])
+    body = b"".join(x + b"\n" for x in raw * 3)
+    buf = np.frombuffer(body, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10).astype(np.int64)
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    idx = np.arange(ends.size, dtype=np.int64)
+    plan = blocks._Plan.of(builtin_parsers(), True)
+    reader = blocks._Reader(plan, ReadStats("x"), SeriesBuilder("r", "t"))
+    cache = reader._cache(t1)
+    native.shapes(kern, buf.ctypes.data, starts, ends, idx, t1, values=True, cache=cache)
+    assert any(cache.key)
+    assert reader._cache(t2) is cache and cache.table is t2
+    want = native.shapes(kern, buf.ctypes.data, starts, ends, idx, t2, values=True)
+    for _ in range(2):
+        got = native.shapes(kern, buf.ctypes.data, starts, ends, idx, t2, values=True, cache=cache)
+        assert got[1].tolist() == want[1].tolist() == [0, 0, 1, -1] * 3
+        assert got[0].tolist() == want[0].tolist()
+        assert np.array_equal(got[2], want[2], equal_nan=True)
+    t3 = Table.grow(t2, [base, it, wide])  # (tokens at another width)
+    assert t3.width != t2.width and reader._cache(t3) is not cache
+    native.shapes(kern, buf.ctypes.data, starts, ends, idx, t2, values=True, cache=reader._cache(t2))
+    swapped = Table([it, base])  # (as many shapes, and as wide, but numbered otherwise)
+    other = reader._cache(swapped)
+    assert other.table is swapped and not any(other.key)
+    got = native.shapes(kern, buf.ctypes.data, starts, ends, idx, swapped, values=True, cache=other)
+    assert got[1].tolist() == [1, 1, 0, -1] * 3
+
+
 def test_digit_blind_parsers_count_no_digits() -> None:
     """Shapes hold whatever a number's length, which is sound only while no regex of a
     DIGIT_BLIND parser counts digits (\\d{n}, [0-9]{n}); the number grammar's thousands check
