@@ -277,3 +277,20 @@ def test_events_past_the_cap_are_counted_alike(tmp_path: Path, kern, monkeypatch
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     for block in (1 << 22, 5000):
         _assert_same(path, block)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_records_among_shuffled_real_excerpts(tmp_path: Path, kern, monkeypatch, seed: int) -> None:
+    """Runs of lines of every real excerpt, OLMo records and wrapped Megatron records, shuffled
+    together (records cut, formats switching mid-record): read as per line."""
+    from tests.collectors.logs.test_logs_blocks import REAL
+
+    real = [line for p in sorted(REAL.glob("*/*.log")) for line in p.read_text(errors="replace").splitlines()]
+    if not real:
+        pytest.skip("no real excerpts")
+    rng = random.Random(seed)
+    chunks = [real[i:i + rng.randrange(1, 40)] for i in range(0, len(real), 20)]
+    chunks += [_olmo_log(seed, 30)[i:i + 25] for i in range(0, 200, 25)]
+    chunks += [_wrapped_log(seed, 40)[i:i + 15] for i in range(0, 120, 15)]
+    rng.shuffle(chunks)
+    _read_alike(tmp_path, monkeypatch, seed, [line for c in chunks for line in c], (1 << 22, 3001))
