@@ -52,7 +52,8 @@ from precdx.collectors.logs.model import Event, Record, Rows, parse_num
 from precdx.collectors.logs import native
 from precdx.collectors.logs.shapes import (Shapes, fingerprint, leaves, make_items, next_state, numeric,
                                            pattern, restore, rows_of, shape_safe, unflatten)
-from precdx.collectors.logs.reader import MAX_LINE, Dispatcher, ReadStats, iter_log, open_log
+from precdx.collectors.logs.reader import (MAX_LINE, Dispatcher, ReadStats, iter_log, line_text, open_log,
+                                           trigger_literals)
 from precdx.collectors.logs.records import Chains, OlmoRecords
 
 pa = pc = None  # pyarrow and pyarrow.compute, imported by _arrow() for the first log that needs them
@@ -238,9 +239,8 @@ class _Reader:
         self.wrap_literals = None
         if plan.megatron is not None and self.kern is not None:
             others = [p for p in self.disp.parsers if not isinstance(p, MegatronParser)]
-            self.wrap_literals = (native.Literals([t.encode("utf-8") for p in others for t in (p.triggers or ())]),
-                                  native.Literals([t.encode("utf-8") for p in others if not p.fallback
-                                                   for t in (p.triggers or ())]))
+            self.wrap_literals = (native.Literals(trigger_literals(others)),
+                                  native.Literals(trigger_literals(others, fallback=False)))
 
     # -- the per-line reader's cuts ------------------------------------------------------------
     def run(self, fh, block: int) -> None:
@@ -484,7 +484,7 @@ class _Reader:
 
         def per_line(i: int, h: int = 0) -> None:
             raw = body[int(starts[i]):int(nl[i])]
-            text = _text(raw)
+            text = line_text(raw)
             fed.append(i)
             learn = h and shapes is not None and not disp.pending and shapes.should_learn(h)
             got = feed(text, first + i)
@@ -740,7 +740,7 @@ class _Reader:
                 for j in reads:
                     v = cols[j][r]
                     flat[j] = None if v != v else int(v) if type(flat0[j]) is int or flat0[j] is None else float(v)
-                text = _text(scan.body[int(scan.starts[i]):int(scan.nl[i])]) if tpl.slices else None
+                text = line_text(scan.body[int(scan.starts[i]):int(scan.nl[i])]) if tpl.slices else None
                 for item in make_items(tpl, first + i, tv[q[r]], text, flat):
                     items.append((first + i, item))
         if setters:
@@ -766,7 +766,7 @@ class _Reader:
         i = int(scan.tl[k])
         row = scan.tv[k]
         flat = leaves(fp)
-        text = _text(scan.body[int(scan.starts[i]):int(scan.nl[i])]) if tpl.slices else None
+        text = line_text(scan.body[int(scan.starts[i]):int(scan.nl[i])]) if tpl.slices else None
         for item in make_items(tpl, first + i, row, text, flat):
             items.append((first + i, item))
         if tpl.sets:
@@ -886,7 +886,7 @@ class _Reader:
             for k in other.tolist():
                 i = int(tl[k])
                 tpl = table.templates[int(tt[k])]
-                text = _text(body[int(starts[i]):int(nl[i])]) if tpl.slices else None
+                text = line_text(body[int(starts[i]):int(nl[i])]) if tpl.slices else None
                 for item in make_items(tpl, first + i, tv[k if at is None else int(at[k])], text):
                     items.append((first + i, item))
 
@@ -1222,12 +1222,6 @@ def _event_kinds(tpl) -> tuple | None:
             return None
         kinds.append(how[1])
     return tuple(kinds)
-
-
-def _text(raw) -> str:
-    """A line's bytes as the per-line reader gives them to the parsers (a trailing CR dropped)."""
-    text = raw.decode("utf-8", errors="replace")
-    return text[:-1] if text.endswith("\r") else text
 
 
 def _dynamic_rows(tpl, lines: np.ndarray, tv: np.ndarray, state_at, q: np.ndarray, builder) -> Rows | None:

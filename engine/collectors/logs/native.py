@@ -220,6 +220,13 @@ def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool =
     return (hashes, tid, out, slow.view(bool)) if values else (hashes, tid)
 
 
+def _blob(items: list[bytes]):
+    """`items` end to end, and where each starts (offsets, one more than items)."""
+    import numpy as np
+
+    return b"".join(items) or b"\0", np.concatenate([[0], np.cumsum([len(x) for x in items])]).astype(np.int64)
+
+
 class Literals:
     """Literals to look for in lines (scan.c: has_literal): those of four bytes or more by their
     first four (sorted, and Wu-Manber's skips over two-byte blocks), the shorter ones with memchr."""
@@ -228,8 +235,7 @@ class Literals:
         import numpy as np
 
         lits = sorted({x for x in literals if x})
-        self.blob = b"".join(lits) or b"\0"
-        self.off = np.concatenate([[0], np.cumsum([len(x) for x in lits])]).astype(np.int64)
+        self.blob, self.off = _blob(lits)
         long = sorted((int.from_bytes(x[:4], sys.byteorder), k) for k, x in enumerate(lits) if len(x) >= 4)
         self.pre = np.array([w for w, _ in long] or [0], dtype=np.uint32)
         self.pre_lit = np.array([k for _, k in long] or [0], dtype=np.int32)
@@ -254,9 +260,7 @@ class OlmoKeys:
     def __init__(self, keys: list[tuple[str, int, bool]], literals: list[bytes]) -> None:
         import numpy as np
 
-        raw = [k.encode("utf-8") for k, _, _ in keys]
-        self.blob = b"".join(raw) or b"\0"
-        self.off = np.concatenate([[0], np.cumsum([len(k) for k in raw])]).astype(np.int64)
+        self.blob, self.off = _blob([k.encode("utf-8") for k, _, _ in keys])
         self.code = np.array([c for _, c, _ in keys] or [0], dtype=np.int8)
         self.prefix = np.array([p for _, _, p in keys] or [False], dtype=np.uint8)
         self.n = len(keys)

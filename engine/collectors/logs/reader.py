@@ -104,6 +104,18 @@ class Dispatcher:
         return out
 
 
+def line_text(raw) -> str:
+    """A line's bytes as the reader gives them to the parsers (a trailing CR dropped)."""
+    text = raw.decode("utf-8", errors="replace")
+    return text[:-1] if text.endswith("\r") else text
+
+
+def trigger_literals(parsers: list[LineParser], fallback: bool = True) -> list[bytes]:
+    """The literals `parsers` act on (their triggers; those of fallback ones only with
+    `fallback`), as bytes."""
+    return [t.encode("utf-8") for p in parsers if fallback or not p.fallback for t in (p.triggers or ())]
+
+
 def parse_lines(lines: Iterable[str], parsers: list[LineParser] | None = None,
                 first_line: int = 1) -> Iterator[Item]:
     """Run parsers over text lines (no newline needed), see `Dispatcher`."""

@@ -36,7 +36,7 @@ import numpy as np
 from precdx.collectors.logs import native
 from precdx.collectors.logs.formats.olmo import BODY, FIELDS, OlmoParser
 from precdx.collectors.logs.model import Record, Rows, parse_num
-from precdx.collectors.logs.reader import Dispatcher
+from precdx.collectors.logs.reader import Dispatcher, line_text, trigger_literals
 from precdx.collectors.logs.shapes import Shapes, fingerprint
 
 _CODES = {"loss": 1, "grad_norm": 2, "lr": 3, "skipped": 4, "spike_score": 5}
@@ -90,8 +90,7 @@ class OlmoRecords:
     def of(cls, dispatcher: Dispatcher, kern) -> "OlmoRecords | None":
         if kern is None or not any(type(p) is OlmoParser for p in dispatcher.parsers):
             return None
-        literals = [t.encode("utf-8") for p in dispatcher.parsers if type(p) is not OlmoParser and not p.fallback
-                    for t in (p.triggers or ())]
+        literals = trigger_literals([p for p in dispatcher.parsers if type(p) is not OlmoParser], fallback=False)
         if any(not t or b"\n" in t for t in literals):
             return None  # (never in the block reader: _Plan.of reads such a file per line)
         return cls(dispatcher, kern, literals)
@@ -138,7 +137,7 @@ class OlmoRecords:
             good = vok[m[sel]].copy()
             for j in np.flatnonzero(~good).tolist():  # spellings the kernel leaves to the number grammar
                 i = int(ml[sel[j]])
-                x = parse_num(BODY.match(_text(body[int(starts[i]):int(nl[i])])).group(2))
+                x = parse_num(BODY.match(line_text(body[int(starts[i]):int(nl[i])])).group(2))
                 if x is not None:
                     v[j], good[j] = x, True
             if name == "skipped":  # int(value): an infinite one fails (the line sets nothing)
@@ -194,7 +193,7 @@ class OlmoRecords:
             return False
         i = int(chains.head[j])
         raw = bytes(body[int(starts[i]):int(nl[i])])
-        text = _text(raw)
+        text = line_text(raw)
         shapes = self.shapes
         twin = shapes._twin(self.rest)  # the others, in their state now
         try:
@@ -213,7 +212,3 @@ class OlmoRecords:
         self.verdicts[(h, shapes.pattern_key(mask, fp))] = inert
         return inert
 
-
-def _text(raw) -> str:
-    text = raw.decode("utf-8", errors="replace")
-    return text[:-1] if text.endswith("\r") else text

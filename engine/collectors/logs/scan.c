@@ -676,14 +676,15 @@ void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
  *                header too long for a shape.
  * (A line of kind 0 or 3 ends a chain: what is left to the parsers is anything not 1 or 2.)
  * Keys: key_blob[key_off[k]:key_off[k+1]] for k < nkeys. */
-static int olmo_ws(uint8_t c) { return c == ' ' || c == '\t'; }
+/* A blank, as Python's \s and str.strip see one in a line of printable ASCII and tabs. */
+static int blank(uint8_t c) { return c == ' ' || c == '\t'; }
 
 #define ONES UINT64_C(0x0101010101010101)
 #define HIGHS UINT64_C(0x8080808080808080)
 
 /* Whether [s, e) holds only printable ASCII and tabs (8 bytes at a time: a byte below 0x20 or
  * above 0x7e flags its word, which is then looked at byte by byte). */
-static int olmo_clean(const uint8_t *s, const uint8_t *e) {
+static int printable(const uint8_t *s, const uint8_t *e) {
     const uint8_t *p = s;
     for (; p + 8 <= e; p += 8) {
         uint64_t w;
@@ -713,10 +714,24 @@ static const uint8_t *next_literal(const uint8_t *p, const uint8_t *e, const uin
  * are found by their first four (pre[], sorted, as native-endian words; pre_lit[] the literal of
  * each) with Wu-Manber's skips: a window of four bytes moves on by shift[its last two bytes, as
  * b[2] | b[3] << 8] (how far from the end of a prefix those two bytes are, at most 3), and is
- * looked up when that is 0. The shorter ones (short_lit[0:nshort]) are found with memchr. */
-static int has_literal(const uint8_t *s, const uint8_t *e, const uint8_t *blob, const int64_t *off,
-                       const uint32_t *pre, const int32_t *pre_lit, int64_t npre, const uint8_t *shift,
-                       const int32_t *short_lit, int64_t nshort) {
+ * looked up when that is 0. The shorter ones (short_lit[0:nshort]) are found with memchr. (The
+ * arrays: native.Literals.) */
+typedef struct {
+    const uint8_t *blob;
+    const int64_t *off;
+    const uint32_t *pre;
+    const int32_t *pre_lit;
+    int64_t npre;
+    const uint8_t *shift;
+    const int32_t *short_lit;
+    int64_t nshort;
+} Lits;
+
+static int has_literal(const uint8_t *s, const uint8_t *e, const Lits *l) {
+    const uint8_t *blob = l->blob, *shift = l->shift;
+    const int64_t *off = l->off, npre = l->npre;
+    const uint32_t *pre = l->pre;
+    const int32_t *pre_lit = l->pre_lit;
     if (npre) {
         for (const uint8_t *p = s; p + 4 <= e;) {
             uint8_t sh = shift[p[2] | (p[3] << 8)];
@@ -739,8 +754,8 @@ static int has_literal(const uint8_t *s, const uint8_t *e, const uint8_t *blob, 
             p++;
         }
     }
-    for (int64_t j = 0; j < nshort; j++) {
-        int64_t k = short_lit[j];
+    for (int64_t j = 0; j < l->nshort; j++) {
+        int64_t k = l->short_lit[j];
         if (next_literal(s, e, blob + off[k], off[k + 1] - off[k]) != NULL) return 1;
     }
     return 0;
@@ -781,6 +796,7 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
               const int32_t *pre_lit, int64_t npre, const uint8_t *shift, const int32_t *short_lit, int64_t nshort,
               uint8_t *kind, int64_t *step, double *epoch, uint64_t *hash, int8_t *field,
               double *val, uint8_t *vok, uint8_t *lit) {
+    Lits lits = {lit_blob, lit_off, pre, pre_lit, npre, shift, short_lit, nshort};
     uint8_t buf[SHAPE_MAX];
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
@@ -793,10 +809,10 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
          * bytes: such a line ends a chain, as one left to the parsers does) */
         int64_t st = 0;
         double ep = 0;
-        int cand = e - s >= 4 && olmo_ws(s[0]) && olmo_ws(s[1]);
+        int cand = e - s >= 4 && blank(s[0]) && blank(s[1]);
         int hdr = olmo_header(s, e, &st, &ep);
         if (!cand && !hdr) continue;
-        if (!olmo_clean(s, e)) {
+        if (!printable(s, e)) {
             kind[i] = 3;
             continue;
         }
@@ -804,16 +820,16 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
         int body = 0;
         if (cand) {
             const uint8_t *eq = memchr(s, '=', (size_t)(e - s));
-            if (eq != NULL && eq - s >= 3 && eq + 1 < e && !olmo_ws(eq[1])) {
+            if (eq != NULL && eq - s >= 3 && eq + 1 < e && !blank(eq[1])) {
                 const uint8_t *v1 = eq + 1;
-                while (v1 < e && !olmo_ws(*v1)) v1++;
+                while (v1 < e && !blank(*v1)) v1++;
                 const uint8_t *t = v1;
-                while (t < e && olmo_ws(*t)) t++;
+                while (t < e && blank(*t)) t++;
                 body = t == e;
                 if (body) {
                     const uint8_t *ks = s, *ke = eq;
-                    while (ks < ke && olmo_ws(*ks)) ks++;
-                    while (ke > ks && olmo_ws(ke[-1])) ke--;
+                    while (ks < ke && blank(*ks)) ks++;
+                    while (ke > ks && blank(ke[-1])) ke--;
                     int64_t kl = ke - ks;
                     for (int64_t k = 0; k < nkeys; k++) {
                         int64_t l = key_off[k + 1] - key_off[k];
@@ -838,7 +854,7 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
             hash[i] = shape_of(s, e, buf, &m, 0, NULL, NULL, NULL);
         } else if (body) {
             kind[i] = 2;
-            lit[i] = (uint8_t)has_literal(s, e, lit_blob, lit_off, pre, pre_lit, npre, shift, short_lit, nshort);
+            lit[i] = (uint8_t)has_literal(s, e, &lits);
         }
     }
 }
@@ -855,43 +871,26 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
  * of the other parsers that see a line the Megatron parser swallows): per record, its first and
  * last lines (first[k], last[k]) and its joined text, into out (a line each, '\n' after each;
  * room for the block's size). Returns the number of records; *used: the bytes written. */
-static int meg_ws(uint8_t c) { return c == ' ' || c == '\t'; }
-
 /* Whether [s, e) holds `iteration\s+\d+\s*\/\s*\d+\s*\|`. */
 static int meg_header(const uint8_t *s, const uint8_t *e) {
     for (const uint8_t *q = s; (q = next_literal(q, e, (const uint8_t *)"iteration", 9)) != NULL; q++) {
         const uint8_t *x = q + 9;
-        if (x >= e || !meg_ws(*x)) continue;
-        while (x < e && meg_ws(*x)) x++;
+        if (x >= e || !blank(*x)) continue;
+        while (x < e && blank(*x)) x++;
         const uint8_t *d = x;
         while (x < e && DIGIT(*x)) x++;
         if (x == d) continue;
-        while (x < e && meg_ws(*x)) x++;
+        while (x < e && blank(*x)) x++;
         if (x >= e || *x != '/') continue;
         x++;
-        while (x < e && meg_ws(*x)) x++;
+        while (x < e && blank(*x)) x++;
         d = x;
         while (x < e && DIGIT(*x)) x++;
         if (x == d) continue;
-        while (x < e && meg_ws(*x)) x++;
+        while (x < e && blank(*x)) x++;
         if (x < e && *x == '|') return 1;
     }
     return 0;
-}
-
-typedef struct {
-    const uint8_t *blob;
-    const int64_t *off;
-    const uint32_t *pre;
-    const int32_t *pre_lit;
-    int64_t npre;
-    const uint8_t *shift;
-    const int32_t *short_lit;
-    int64_t nshort;
-} Lits;
-
-static int holds(const uint8_t *s, const uint8_t *e, const Lits *l) {
-    return has_literal(s, e, l->blob, l->off, l->pre, l->pre_lit, l->npre, l->shift, l->short_lit, l->nshort);
 }
 
 int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends, int64_t n, const uint8_t *done,
@@ -909,7 +908,7 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
         const uint8_t *s = b + starts[i], *e = b + ends[i];
         if (e > s && e[-1] == '\r') e--;
         const uint8_t *e0 = e;
-        while (e > s && meg_ws(e[-1])) e--;  /* (right-stripped) */
+        while (e > s && blank(e[-1])) e--;  /* (right-stripped) */
         if (e == s || !((e[-1] >= 'A' && e[-1] <= 'Z') || (e[-1] >= 'a' && e[-1] <= 'z'))  /* (no bare word) */
             || memchr(s, PIPE, (size_t)(e - s)) == NULL)
             continue;
@@ -918,18 +917,18 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
         while (t > s && t[-1] != PIPE) t--;
         if (t == s) continue;
         const uint8_t *u = t;
-        while (u < e && meg_ws(*u)) u++;
+        while (u < e && blank(*u)) u++;
         int word = u < e;
         for (const uint8_t *p = u; p < e && word; p++)
             word = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == ' ';
-        if (!word || !olmo_clean(s, e0) || !meg_header(s, e) || holds(s, e0, &hl)) continue;
+        if (!word || !printable(s, e0) || !meg_header(s, e) || has_literal(s, e0, &hl)) continue;
         /* the lines after it, up to one that ends with '|' */
         int64_t j = i + 1, c = -1;
         for (; j < n && j - i < maxwrap; j++) {
             const uint8_t *cs = b + starts[j], *ce = b + ends[j];
             if (ce > cs && ce[-1] == '\r') ce--;
-            if (done[j] || !olmo_clean(cs, ce) || meg_header(cs, ce) || holds(cs, ce, &cl)) break;
-            while (ce > cs && meg_ws(ce[-1])) ce--;
+            if (done[j] || !printable(cs, ce) || meg_header(cs, ce) || has_literal(cs, ce, &cl)) break;
+            while (ce > cs && blank(ce[-1])) ce--;
             if (ce > cs && ce[-1] == PIPE) {
                 c = j;
                 break;
@@ -941,8 +940,8 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
         for (j = i + 1; j <= c; j++) {
             const uint8_t *cs = b + starts[j], *ce = b + ends[j];
             if (ce > cs && ce[-1] == '\r') ce--;
-            while (ce > cs && meg_ws(ce[-1])) ce--;
-            while (cs < ce && meg_ws(*cs)) cs++;
+            while (ce > cs && blank(ce[-1])) ce--;
+            while (cs < ce && blank(*cs)) cs++;
             out[o++] = ' ';
             memcpy(out + o, cs, (size_t)(ce - cs));
             o += ce - cs;

@@ -90,15 +90,7 @@ def runs(text, zeros: bool = False) -> list[tuple[int, int]]:
 def compact_at(rs: list[tuple[int, int]], pos: int) -> int | None:
     """Place `pos` of a line (`rs`: the runs its shape makes one '1', `runs`) in its shape; None
     when it falls inside such a run (no place of the shape stands for it in every line)."""
-    extra = 0
-    for a, b in rs:
-        if b <= pos:
-            extra += b - a - 1
-        elif a < pos:
-            return None
-        else:
-            break
-    return pos - extra
+    return compactor(rs)(pos)
 
 
 def compactor(rs: list[tuple[int, int]]):

@@ -13,7 +13,7 @@ BODY = re.compile(r"^\s{2,}([^=]+?)=(\S+)\s*$")
 LOSS_KEYS = ("train/CE loss", "train/CrossEntropyLoss")
 GRAD_KEYS = ("optim/total grad norm", "optim/total_grad_norm")
 # What a body line's key sets (the first that applies): (key, field, key is a prefix). The block
-# reader reads records in bulk from the same table (blocks.py: _Olmo).
+# reader reads records in bulk from the same table (records.py).
 FIELDS = (*((k, "loss", False) for k in LOSS_KEYS), *((k, "grad_norm", False) for k in GRAD_KEYS),
           ("optim/LR", "lr", True), ("optim/step skipped", "skipped", False), ("spike/SpikeScore", "spike_score", False))
 
