@@ -5,7 +5,15 @@ The schema is loaded lazily, from a fixture: schemathesis builds an operation's 
 its coverage phase alone is about 5,000 deterministic requests for each of the three operations
 that take a list of facts -- when the test runs, not when the module is collected. A run that
 does not include this module (the fast lane, `-k`, another xdist worker) does not pay for them.
-The three fact-taking operations are tests of their own (each some 20-40 s), the rest one test."""
+The three fact-taking operations are tests of their own, the rest one test.
+
+The three take the same list of facts (one schema, one parser: service/sessions.py parse_facts).
+Its coverage phase -- every boundary and wrong type of every fact of the union -- runs once, on
+/v1/diagnose (some 25 s); the two session operations run the explicit examples and the fuzzing
+phase (randomised bodies: facts, answers, lang, archives) with more examples instead (a few
+seconds): each of their requests also plans the session's next question (two dozen simulated
+diagnoses), so repeating the same 5,000 fact variants there cost a minute and a half of the
+suite and checked nothing /v1/diagnose does not."""
 from __future__ import annotations
 
 import pytest
@@ -17,6 +25,9 @@ from precdx.service.app import create_app  # noqa: E402
 from tests.service.conftest import make_settings  # noqa: E402
 
 TOKEN = "fuzz-token"
+# (the two session operations that take facts; see the module's docstring)
+CONFIG = schemathesis.config.SchemathesisConfig.from_dict({"operations": [
+    {"include-path-regex": r"^/v1/sessions(/\{session_id\}/turns)?$", "phases": {"coverage": {"enabled": False}}}]})
 # the operations whose body is a list of facts (the typed fact union): most of the requests
 FACT_TAKING = ("/v1/diagnose", "/v1/sessions", "/v1/sessions/{session_id}/turns")
 
@@ -25,7 +36,7 @@ FACT_TAKING = ("/v1/diagnose", "/v1/sessions", "/v1/sessions/{session_id}/turns"
 def api_schema(tmp_path_factory):
     app = create_app(make_settings(tmp_path_factory.mktemp("fuzz"), max_extracted_bytes=2_000_000,
                                    max_request_bytes=1_000_000, request_timeout=20.0, token=TOKEN))
-    return schemathesis.openapi.from_asgi("/openapi.json", app)
+    return schemathesis.openapi.from_asgi("/openapi.json", app, config=CONFIG)
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")
@@ -76,6 +87,7 @@ class BearerToken:
 # so a schema-valid but meaningless fact is rightly refused with 422.
 EXCLUDED = [schemathesis.checks.positive_data_acceptance]
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+SESSION_SETTINGS = settings(SETTINGS, max_examples=150)
 
 
 def _never_fails(case, client):
@@ -98,12 +110,12 @@ def test_diagnose_never_fails_on_generated_requests(case, client):
 
 
 @schema.include(method="POST", path="/v1/sessions").parametrize()
-@SETTINGS
+@SESSION_SETTINGS
 def test_session_creation_never_fails_on_generated_requests(case, client):
     _never_fails(case, client)
 
 
 @schema.include(method="POST", path="/v1/sessions/{session_id}/turns").parametrize()
-@SETTINGS
+@SESSION_SETTINGS
 def test_session_turns_never_fail_on_generated_requests(case, client):
     _never_fails(case, client)
