@@ -30,7 +30,7 @@ from precdx.errors import PrecdxError
 from precdx.service.errors import ServiceError
 from precdx.service.jobs import JobRunner
 from precdx.service.limits import RequestGuard
-from precdx.service.models import REQUEST_BODIES, ErrorOut
+from precdx.service.models import FACT_LIST, REQUEST_BODIES, ErrorOut
 from precdx.service.reports import ReportStore
 from precdx.service.routes import diagnose, docs, meta, reports, sessions
 from precdx.service.routes.diagnose import diagnose_job  # noqa: F401 (the job POST /v1/diagnose runs)
@@ -197,6 +197,8 @@ def _openapi(app: FastAPI) -> dict:
         body = model.model_json_schema(ref_template="#/components/schemas/{model}")
         components.update(body.pop("$defs", {}))
         components[name] = body
+    components[FACT_LIST] = {**components["DiagnoseRequest"]["properties"]["facts"], "title": FACT_LIST,
+                             "description": "a bare list of facts: the same as {\"facts\": [...]}"}
     app.openapi_schema = schema
     return schema
 

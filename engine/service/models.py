@@ -315,3 +315,6 @@ class VocabularyOut(BaseModel):
 # request bodies read by the routes themselves (JSON, multipart or an archive), documented in components
 REQUEST_BODIES: dict[str, type[BaseModel]] = {"DiagnoseRequest": DiagnoseRequest, "SessionCreate": SessionCreate,
                                               "SessionTurn": SessionTurn}
+# a JSON body may also be a bare list of facts (uploads.parse_body reads it as {"facts": [...]}):
+# documented as this component, the facts field of DiagnoseRequest
+FACT_LIST = "FactList"

@@ -60,6 +60,19 @@ def test_unknown_keys_beside_the_facts_are_still_refused(client):
     assert r.status_code == 422
 
 
+def test_every_json_body_may_be_a_bare_list_of_facts(client):
+    """As the schema says (FactList): a list is {"facts": list} for a diagnosis, a new session and a
+    turn; a JSON scalar is refused."""
+    fact = {"type": "observation", "name": "same_checkpoint", "value": False}
+    listed, wrapped = (client.post("/v1/diagnose", json=b) for b in ([fact], {"facts": [fact]}))
+    assert listed.status_code == 200 and listed.json()["hypotheses"] == wrapped.json()["hypotheses"]
+    made = client.post("/v1/sessions", json=[fact])
+    assert made.status_code == 201 and [f["name"] for f in made.json()["facts"]] == ["same_checkpoint"]
+    turn = client.post(f"/v1/sessions/{made.json()['session_id']}/turns", json=[])
+    assert turn.status_code == 200 and turn.json()["turns"] == 2
+    assert client.post("/v1/sessions", json=7).status_code == 422
+
+
 # ---------------------------------------------------------------- typed facts in OpenAPI
 def test_openapi_types_every_fact(client):
     spec = client.get("/openapi.json").json()
@@ -80,9 +93,14 @@ def test_openapi_types_every_fact(client):
     assert {"type": "number"} in loss["anyOf"] and "nan / inf" in loss["anyOf"][-1]["description"]
     for body in ("SessionCreate", "SessionTurn"):
         assert schemas[body]["properties"]["facts"]["items"] == items
-    content = spec["paths"]["/v1/sessions/{session_id}/turns"]["post"]["requestBody"]["content"]
-    assert content["application/json"]["schema"] == {"$ref": "#/components/schemas/SessionTurn"}
-    assert {"multipart/form-data", "application/zip", "application/gzip"} <= set(content)
+    # each JSON body may also be a bare list of facts (the server reads it as {"facts": [...]})
+    assert schemas["FactList"]["type"] == "array" and schemas["FactList"]["items"] == items
+    for path, body in (("/v1/diagnose", "DiagnoseRequest"), ("/v1/sessions", "SessionCreate"),
+                       ("/v1/sessions/{session_id}/turns", "SessionTurn")):
+        content = spec["paths"][path]["post"]["requestBody"]["content"]
+        assert content["application/json"]["schema"] == {"anyOf": [{"$ref": f"#/components/schemas/{body}"},
+                                                                    {"$ref": "#/components/schemas/FactList"}]}
+        assert {"multipart/form-data", "application/zip", "application/gzip"} <= set(content)
     formats = next(p for p in spec["paths"]["/v1/diagnose"]["post"]["parameters"] if p["name"] == "format")
     assert set(formats["schema"]["enum"]) == {"json", "markdown", "text", "slack", "lark", "html"}
     ok = spec["paths"]["/v1/diagnose"]["post"]["responses"]["200"]["content"]

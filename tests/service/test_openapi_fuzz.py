@@ -7,13 +7,14 @@ that take a list of facts -- when the test runs, not when the module is collecte
 does not include this module (the fast lane, `-k`, another xdist worker) does not pay for them.
 The three fact-taking operations are tests of their own, the rest one test.
 
-The three take the same list of facts (one schema, one parser: service/sessions.py parse_facts).
-Its coverage phase -- every boundary and wrong type of every fact of the union -- runs once, on
-/v1/diagnose (some 25 s); the two session operations run the explicit examples and the fuzzing
-phase (randomised bodies: facts, answers, lang, archives) with more examples instead (a few
-seconds): each of their requests also plans the session's next question (two dozen simulated
-diagnoses), so repeating the same 5,000 fact variants there cost a minute and a half of the
-suite and checked nothing /v1/diagnose does not."""
+The three take the same list of facts (one schema, one parser: service/sessions.py parse_facts),
+as an object's `facts` or as a bare list (FactList). Its coverage phase -- every boundary and
+wrong type of every fact of the union -- runs once, on /v1/diagnose (about a minute: both forms).
+The two session operations run the explicit examples and the fuzzing phase (randomised bodies:
+facts, answers, lang, archives) with more examples instead (a few seconds each): each of their
+requests also plans the session's next question (two dozen simulated diagnoses), so the same
+fact variants there cost a minute and a half of the suite and checked nothing /v1/diagnose does
+not. (Their fuzzing found the bare list the server took but the schema did not document.)"""
 from __future__ import annotations
 
 import pytest

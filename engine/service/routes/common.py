@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from precdx.service.jobs import JobRunner
-from precdx.service.models import ErrorOut, LarkMessage, SlackMessage
+from precdx.service.models import FACT_LIST, ErrorOut, LarkMessage, SlackMessage
 from precdx.service.reports import ReportStore
 from precdx.service.settings import Settings
 from precdx.service.store import SessionStore
@@ -17,6 +17,13 @@ from precdx.service.store import SessionStore
 # 429: rate_limited (any operation, when PRECDX_RATE_LIMIT is set) and too_many_sessions
 ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 408, 413, 415, 422, 429, 503)}
 TEXTS = {media: {"schema": {"type": "string"}} for media in ("text/markdown", "text/plain", "text/html")}
+
+
+def json_body(model: str) -> dict:
+    """The JSON media type of a request body read by uploads.read_upload: `model`, or a bare list
+    of facts."""
+    return {"schema": {"anyOf": [{"$ref": f"#/components/schemas/{model}"},
+                                 {"$ref": f"#/components/schemas/{FACT_LIST}"}]}}
 
 
 def reply_responses(model: Any, status: int = 200) -> dict:

@@ -17,7 +17,7 @@ from precdx.service.errors import ServiceError
 from precdx.service.models import DiagnoseRequest, Format, Lang, MaxLength
 from precdx.service.reports import ReportStore, new_id
 from precdx.service.routes.chat import Answer, languages, reply_of, respond, store_report, wants_report
-from precdx.service.routes.common import ERRORS, AppSettings, Reports, Runner, reply_responses
+from precdx.service.routes.common import ERRORS, AppSettings, Reports, Runner, json_body, reply_responses
 from precdx.service.routes.uploads import read_upload, unpacked
 from precdx.service.settings import Settings
 
@@ -69,7 +69,7 @@ def diagnose_job(settings: Settings, request: DiagnoseRequest, archive: BinaryIO
              responses={**reply_responses(Diagnosis), **ERRORS},
              summary="Diagnose facts and/or an uploaded zip or tar of run folders",
              openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/json": {"schema": {"$ref": "#/components/schemas/DiagnoseRequest"}},
+                 "application/json": json_body("DiagnoseRequest"),
                  "multipart/form-data": {"schema": {"type": "object", "properties": {
                      "archive": {"type": "string", "format": "binary",
                                  "description": "zip or tar(.gz/.bz2/.xz) of a case: baseline/, target/, ..."},

@@ -16,7 +16,8 @@ from precdx.service.models import ErrorOut, Format, Lang, MaxLength, NextOut, Se
     SessionTurn, UploadOut
 from precdx.service.reports import ReportStore, derived_id
 from precdx.service.routes.chat import Answer, languages, respond, store_report, wants_report
-from precdx.service.routes.common import ERRORS, AppSettings, Reports, Runner, Store, json_response, reply_responses
+from precdx.service.routes.common import (ERRORS, AppSettings, Reports, Runner, Store, json_body, json_response,
+                                          reply_responses)
 from precdx.service.routes.uploads import read_upload, unpacked
 from precdx.service.settings import Settings
 from precdx.service.store import Session, SessionStore
@@ -31,7 +32,7 @@ FORMAT = Query("json", alias="format", description="json: the session state; mar
 def _body_doc(model: str) -> dict:
     """The request body of a turn: JSON, multipart (archive + facts) or an archive as the body."""
     return {"requestBody": {"content": {
-        "application/json": {"schema": {"$ref": f"#/components/schemas/{model}"}},
+        "application/json": json_body(model),
         "multipart/form-data": {"schema": {"type": "object", "properties": {
             "archive": {"type": "string", "format": "binary",
                         "description": "zip or tar(.gz/.bz2/.xz) of run folders: a case (baseline/, target/, ...) "
