@@ -699,6 +699,36 @@ def test_long_decimals_are_read_as_float_reads_them(digits, point, exp, neg, x, 
         assert got is None or _bits(got) == _bits(float(text)), text
 
 
+_TOKEN = __import__("re").compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+@hypothesis.settings(max_examples=3000, deadline=None, derandomize=True,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(text=st.lists(st.sampled_from(["0", "00", "1", "5", "9", "12345678", "0000000", "99999999", ".",
+                                                 "e", "E", "+", "-", "x", " ", "_"]), max_size=9).map("".join)
+                  | st.from_regex(_TOKEN, fullmatch=True))
+def test_a_token_is_floats_value_or_left_to_the_parsers(text, kern) -> None:
+    """Any token (digits in runs of every length around the eight read at once, leading zeros,
+    points, marks, signs, and what is no number): read only when it is a plain decimal, then
+    float()'s value bit for bit; a plain decimal of at most 15 significant digits and a power of
+    ten within 10^+-22 is always read; an integer of 2^53 or more never is."""
+    got = native.token(kern, text.encode())
+    if not _TOKEN.fullmatch(text):
+        assert got is None, text
+        return
+    want = float(text)
+    mant, _, exp = text.lower().lstrip("+-").partition("e")
+    whole, _, frac = mant.partition(".")
+    digits = (whole + frac).lstrip("0")
+    power = (int(exp) if exp else 0) - len(frac) + len(digits) - len(digits.rstrip("0"))
+    if "." not in text and "e" not in text.lower() and abs(want) >= 2 ** 53:
+        assert got is None, text
+    elif len(digits.rstrip("0")) <= 15 and (not digits or -22 <= power <= 22):
+        assert got is not None and _bits(got) == _bits(want), text
+    else:
+        assert got is None or _bits(got) == _bits(want), text
+
+
 def test_long_decimals_mostly_take_the_fast_path(kern) -> None:
     """(the extended path does read such tokens: most reprs of doubles are read, and a token
     exactly halfway between two doubles is still read right)"""
