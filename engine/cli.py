@@ -3,14 +3,21 @@ and audit the rule pack, run the demo lab, serve the HTTP API, consult interacti
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from precdx import __version__
-from precdx.errors import PrecdxError, Warnings
-from precdx.vocabulary import ENGINES, LANGS, REPORT_FORMATS
+# precdx does no linear algebra, but numpy's OpenBLAS starts a thread per core at import that
+# spins for a while waiting for work: 130 ms of CPU per process on 2 cores, taken from the log
+# reader's scan threads and the dump readers' pool. One thread is enough (a value the user set is
+# kept; worker processes inherit it).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from precdx import __version__  # noqa: E402
+from precdx.errors import PrecdxError, Warnings  # noqa: E402
+from precdx.vocabulary import ENGINES, LANGS, REPORT_FORMATS  # noqa: E402
 
 FORMATS = REPORT_FORMATS
 

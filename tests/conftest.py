@@ -6,6 +6,10 @@ from pathlib import Path
 
 import pytest
 
+# (as the CLI does, engine/cli.py: no spinning OpenBLAS threads in the workers and the commands
+# they run; set before any test module imports numpy)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PRECDX_SHARED", REPO.parent / "shared")).resolve()
 

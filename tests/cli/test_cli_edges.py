@@ -255,3 +255,21 @@ def test_zst_log_without_zstandard_says_what_to_install(tmp_path, monkeypatch):
                for w in out["warnings"])
     res = run("diagnose", "--target", str(f))
     assert res.exit_code == 2 and "zstandard" in res.stderr
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_the_command_starts_numpy_with_one_blas_thread_unless_told(given):
+    """engine/cli.py: numpy loaded after the CLI module starts no OpenBLAS threads (they spin at
+    start-up, taking CPU from the reader's threads); a value the user set is kept."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code = ("import os, precdx.cli, numpy; tasks = '/proc/self/task'; "
+            "print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir(tasks)) if os.path.isdir(tasks) else 1)")
+    setting, threads = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                      check=True).stdout.split()
+    assert setting == (given or "1")
+    if given is None:
+        assert threads == "1"  # (the interpreter's own thread only)
