@@ -86,7 +86,7 @@ def compare_facts(t: StepSeries, b: StepSeries, noise: float | None) -> Iterable
                run_last_step=t_last, against_last_step=b_last,
                stopped_early=bool(t_last is not None and b_last is not None and t_last < b_last),
                first_step_rel_err=_f(d.err[0]) if n else None,
-               first_step_abs_err=_f(abs(d.t[0] - d.b[0])) if n else None,
+               first_step_abs_err=_f(abs(float(d.t[0]) - float(d.b[0]))) if n else None,
                second_step_rel_err=_f(d.err[1]) if n > 1 else None,
                first_rel_err_over_1pct_step=over,
                mean_rel_err=mean, mean_rel_err_early=d.mean(early) if n else None,

@@ -57,7 +57,8 @@ class Kernels:
         self.shapes.restype = None
         self.shapes.argtypes = [ctypes.c_void_p, _i64p, _i64p, _i64p, ctypes.c_int64, _u64p, _i32p, ctypes.c_int64,
                                 ctypes.c_char_p, _i64p, _u8p, _u64p, _i32p, _u8p, _i64p, _i64p, _i64p, ctypes.c_int64,
-                                _f64p, _u8p, ctypes.c_int64, _u64p, _u64p, _i32p, _i32p, _u8p, _i32p, _i32p]
+                                _f64p, _u8p, ctypes.c_int64, _u64p, _u64p, _i32p, _i32p, _u8p, _i32p, _i32p,
+                                ctypes.c_int64]
         self.shape_hash = lib.pdx_shape_hash
         self.shape_hash.restype = ctypes.c_uint64
         self.shape_hash.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int]
@@ -216,7 +217,7 @@ def shapes(kern: Kernels, address: int, starts, ends, idx, table, values: bool =
                     ptr(slow, _u8p) if values else None, CACHE_SLOTS if cache is not None else 0,
                     *((ptr(cache.key, _u64p), ptr(cache.hash, _u64p), ptr(cache.tid, _i32p), ptr(cache.len, _i32p),
                        ptr(cache.bytes, _u8p), ptr(cache.tok_at, _i32p), ptr(cache.tok_len, _i32p))
-                      if cache is not None else (None,) * 7))
+                      if cache is not None else (None,) * 7), len(table.templates))
     return (hashes, tid, out, slow.view(bool)) if values else (hashes, tid)
 
 

@@ -642,17 +642,20 @@ static int read_at(const uint8_t *s, int64_t ntok, const int32_t *at, const int3
  * of line i in out[i*width + j], slow[i] = 1 when one is not read or the line has more than
  * RUNS_MAX runs (the line goes to the parsers); and with a cache of cslots slots (a power of two;
  * 0: none), lines whose key it holds are read from it, and the others' keys are put in it (see
- * line_key). */
+ * line_key), those of a line of no shape too, for a table of `ntpl` shapes. */
 void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, const int64_t *idx, int64_t n,
                 const uint64_t *keys, const int32_t *vals, int64_t mask, const uint8_t *skel,
                 const int64_t *skel_off, const uint8_t *redirect, uint64_t *hashes, int32_t *tid,
                 const uint8_t *reads, const int64_t *tok_off, const int64_t *tok_at, const int64_t *tok_len,
                 int64_t width, double *out, uint8_t *slow, int64_t cslots, uint64_t *ckey, uint64_t *chash,
-                int32_t *ctid, int32_t *clen, uint8_t *cbytes, int32_t *ctok_at, int32_t *ctok_len) {
+                int32_t *ctid, int32_t *clen, uint8_t *cbytes, int32_t *ctok_at, int32_t *ctok_len, int64_t ntpl) {
     uint8_t buf[SHAPE_MAX], kbuf[CACHE_KEY];
     int64_t cpos[RUNS_MAX], cum[RUNS_MAX];
     int64_t *cp = out ? cpos : NULL;
     int cache = out && cslots > 0;
+    /* A line of no shape of the table is cached as `miss`, which names the table's size: a line
+     * of a shape learnt later (a table of more shapes) is then looked up again. */
+    const int32_t miss = (int32_t)(-2 - ntpl);
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *s = b + starts[idx[i]], *e = b + ends[idx[i]];
         if (e > s && e[-1] == '\r') e--;
@@ -665,9 +668,11 @@ void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
         if (cache && e - s <= CACHE_KEY) {
             key = line_key(s, e - s, kbuf);
             slot = (int64_t)(key & (uint64_t)(cslots - 1));
-            if (ckey[slot] == key && clen[slot] == e - s && !memcmp(cbytes + slot * CACHE_KEY, kbuf, (size_t)(e - s))) {
-                int32_t t = ctid[slot];
+            int32_t t = ctid[slot];
+            if (ckey[slot] == key && (t >= 0 || t == miss) && clen[slot] == e - s
+                && !memcmp(cbytes + slot * CACHE_KEY, kbuf, (size_t)(e - s))) {
                 hashes[i] = chash[slot];
+                if (t < 0) continue;  /* (tid[i] stays -1) */
                 tid[i] = t;
                 if (reads[t] && tok_off[t + 1] > tok_off[t])
                     slow[i] = !read_at(s, tok_off[t + 1] - tok_off[t], ctok_at + slot * width, ctok_len + slot * width,
@@ -688,7 +693,13 @@ void pdx_shapes(const uint8_t *b, const int64_t *starts, const int64_t *ends, co
         tid[i] = t;
         if (out && t >= 0 && reads[t] && tok_off[t + 1] > tok_off[t])
             slow[i] = nruns < 0 || !read_tokens(s, t, tok_off, tok_at, tok_len, cpos, cum, nruns, out + i * width);
-        if (slot >= 0 && t >= 0 && !zero && nruns >= 0 && tok_off[t + 1] - tok_off[t] <= width) {
+        if (slot >= 0 && t < 0 && !zero) {  /* a line of no learnt shape: remembered as such */
+            ckey[slot] = key;
+            chash[slot] = h;
+            ctid[slot] = miss;
+            clen[slot] = (int32_t)(e - s);
+            memcpy(cbytes + slot * CACHE_KEY, kbuf, (size_t)(e - s));
+        } else if (slot >= 0 && t >= 0 && !zero && nruns >= 0 && tok_off[t + 1] - tok_off[t] <= width) {
             /* remember the key: its lines have shape t, their tokens where this line has them */
             ckey[slot] = key;
             chash[slot] = h;

@@ -515,13 +515,16 @@ def test_the_lines_cache_reads_what_the_shapes_read(kern) -> None:
         assert np.array_equal(got[2], want[2], equal_nan=True)
     assert got[2][2].tolist()[:3] == [7.0, 12.25, 1e-4]
     cached = {int(t) for t, k in zip(cache.tid, cache.key) if k}
-    assert cached == {0}  # zero shapes never; the shape of "at iteration N" looked up by them
+    # zero shapes never; the shape of "at iteration N" looked up by them; lines of no shape as
+    # such (stamped with the table's size: -2 - 4 shapes)
+    assert cached == {0, -6}
 
 
 def test_a_cache_outlives_a_grown_table(kern) -> None:
     """A thread's lines' cache is kept when the table it was filled for grows (shapes keep their
-    numbers): lookups through it under the grown table are the lookups without it; a table whose
-    tokens are laid out at another width, or not grown from the cache's, gets a new cache."""
+    numbers): lookups through it under the grown table are the lookups without it (a line of no
+    shape then, cached as such, has the shape learnt since); a table whose tokens are laid out at
+    another width, or not grown from the cache's, gets a new cache."""
     raw = [b"step: 12 loss: 2.5 lr=3e-05", b"step: 7 loss: 12.25 lr=1e-4", b"at iteration 5", b"x 1"]
     base = Template(shape(raw[0]), _hash(kern, raw[0]), "empty")
     rs = shapes.runs(raw[0])
@@ -539,8 +542,9 @@ def test_a_cache_outlives_a_grown_table(kern) -> None:
     plan = blocks._Plan.of(builtin_parsers(), True)
     reader = blocks._Reader(plan, ReadStats("x"), SeriesBuilder("r", "t"))
     cache = reader._cache(t1)
-    native.shapes(kern, buf.ctypes.data, starts, ends, idx, t1, values=True, cache=cache)
-    assert any(cache.key)
+    first = native.shapes(kern, buf.ctypes.data, starts, ends, idx, t1, values=True, cache=cache)
+    assert any(cache.key) and first[1].tolist() == [0, 0, -1, -1] * 3
+    assert sorted({int(t) for t, k in zip(cache.tid, cache.key) if k}) == [-3, 0]  # (misses under 1 shape)
     assert reader._cache(t2) is cache and cache.table is t2
     want = native.shapes(kern, buf.ctypes.data, starts, ends, idx, t2, values=True)
     for _ in range(2):
