@@ -702,7 +702,10 @@ def _source(vals: tuple, texts: list[str], values: list[list[float]], used: dict
     if isinstance(a, bool) or a is None or any(type(v) is not type(a) for v in vals):
         return None
     if isinstance(a, (int, float)):
-        hits = [k for k in range(len(values[0])) if all(values[i][k] == float(vals[i]) for i in range(len(vals)))]
+        want = [float(v) for v in vals]
+        w0, row0 = want[0], values[0]
+        hits = [k for k in range(len(row0))
+                if row0[k] == w0 and all(values[i][k] == want[i] for i in range(1, len(want)))]
         from_state = [j for j in range(len(states[0]))
                       if all(numeric(st[j]) and st[j] == v for st, v in zip(states, vals))] if states else []
         if len(hits) + len(from_state) != 1:
