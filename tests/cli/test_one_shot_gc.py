@@ -63,3 +63,25 @@ def test_the_commands_that_read_a_case_once_are_one_shot():
         assert one_shot(main.commands[name]), name
     for name in ("serve", "mcp"):  # long-running: the collector keeps its pace
         assert name in main.commands and not one_shot(main.commands[name]), name
+
+
+def test_a_one_shot_command_tunes_the_allocator_once(restore_gc, monkeypatch):
+    """engine/cli.py tune_allocator: a one-shot command asks for it (glibc's thresholds are set
+    once per process: True from then on); without glibc nothing is done."""
+    import platform
+    import subprocess
+    import sys
+
+    real = cli.tune_allocator
+    calls = []
+    monkeypatch.setattr(cli, "tune_allocator", lambda: calls.append(1) or True)
+    cli._one_shot(lambda: None)()
+    assert calls == [1]
+    # in a fresh process (the setting is process-wide): applied on Linux with glibc, and kept
+    code = "from precdx.cli import tune_allocator as t; print(t(), t())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert out == (["True", "True"] if glibc else ["False", "False"])
+    monkeypatch.setattr(cli, "_TUNED", False)
+    monkeypatch.setattr(platform, "libc_ver", lambda *a, **k: ("musl", "1.2"))
+    assert real() is False
