@@ -116,8 +116,8 @@ def tune_allocator() -> bool:
     the arrays made from them and the buffers of a run's points are taken from the heap again
     after they are freed (mmap threshold 32 MiB, trim threshold 128 MiB) instead of from fresh
     pages the kernel must fault in and zero (3.5x fewer page faults; a 100 MB log read 6-11%
-    sooner on 2 cores, peak memory unchanged). Process-wide and kept: only one-shot commands
-    call it (not `serve`). True when applied (glibc); elsewhere nothing is done."""
+    sooner on 2 cores, for 8-15 MB more peak memory in bench/memory). Process-wide and kept: only
+    one-shot commands call it (not `serve`). True when applied (glibc); elsewhere nothing is done."""
     global _TUNED
     if _TUNED:
         return True
