@@ -835,7 +835,7 @@ def rows_of(table: Table, framework: str, lines: np.ndarray, tids: np.ndarray, v
         if ss.size and (ss == ss[0]).all():  # every shape reads it from one token, or none does
             s = int(ss[0])
             if s >= 0:
-                cols[name] = vals[:, s].copy() if at is None else vals[at, s]
+                cols[name] = vals[:, s].copy() if at is None else vals[:, s][at]  # (column, then rows: 3x faster)
                 continue
             const = table.const[name][present]
             if (const.view(np.int64) == const[:1].view(np.int64)).all():  # (one constant, NaN too)
@@ -855,8 +855,15 @@ def rows_of(table: Table, framework: str, lines: np.ndarray, tids: np.ndarray, v
         v = cols[f"extra:{k}"]
         if not np.isnan(v).all() or (table.src[f"extra:{k}"][tids] >= 0).any():
             extra[k] = v
-    hinted = table.hinted[tids]
-    return Rows(framework, lines, cols["step"], cols["loss"], table.flags["has_loss"][tids],
-                table.flags["loss_missing"][tids], cols["grad_norm"], table.flags["has_grad_norm"][tids], cols["lr"],
+    if present.size == 1:  # one shape (the usual block): its flags throughout
+        def per_line(a: np.ndarray) -> np.ndarray:
+            return np.full(m, a[present[0]])
+    else:
+        def per_line(a: np.ndarray) -> np.ndarray:
+            return a[tids]
+    hinted = per_line(table.hinted)
+    flags = table.flags
+    return Rows(framework, lines, cols["step"], cols["loss"], per_line(flags["has_loss"]),
+                per_line(flags["loss_missing"]), cols["grad_norm"], per_line(flags["has_grad_norm"]), cols["lr"],
                 cols["loss_scale"], cols["skipped"], cols["nan_iters"], cumulative, extra,
                 hinted if hinted.any() else None)
