@@ -75,50 +75,53 @@ static inline uint64_t eight_digits(uint64_t w) { (void)w; return 0; }
 
 /* The mantissa ([digits][.digits]) at p, never past e: returns where it ends; *m its
  * significant digits while there are at most `most` (15, or 19 at most: *fine 0 past that),
- * *exp10 the power of ten its point gives, *any 1 when it has a digit. */
-static const uint8_t *mantissa(const uint8_t *p, const uint8_t *e, uint64_t *m, int *exp10, int *any, int *fine,
-                               int most, int *ndig) {
-    uint64_t v = 0;
-    int nd = 0, x = 0, a = 0, ok = 1;
-    while (p < e && DIGIT(*p)) {
-        a = 1;
-        if (v != 0 || *p != '0') {
+ * *exp10 the power of ten its point gives, *any 1 when it has a digit, *point 1 when it has a
+ * point. One pass: leading zeros (not significant), then the significant digits, eight at a
+ * time while `most` allows. */
+static inline const uint8_t *mantissa(const uint8_t *p, const uint8_t *e, uint64_t *m, int *exp10, int *any, int *fine,
+                               int most, int *ndig, int *point) {
+    uint64_t v = 0, w;
+    int nd = 0, x = 0, a = 0, ok = 1, pt = 0;
+    while (p < e && *p == '0') p++, a = 1;
+    while (SWAR_DIGITS && nd + 8 <= most && e - p >= 8 && (memcpy(&w, p, 8), digit_mask(w) == HIGH))
+        v = v * 100000000 + eight_digits(w), nd += 8, p += 8, a = 1;
+    for (; p < e && DIGIT(*p); p++, a = 1)
+        if (++nd > most) ok = 0;
+        else v = v * 10 + (uint64_t)(*p - '0');
+    if (p < e && *p == '.') {
+        pt = 1;
+        p++;
+        if (v == 0)
+            while (p < e && *p == '0') p++, x--, a = 1;
+        while (SWAR_DIGITS && nd + 8 <= most && e - p >= 8 && (memcpy(&w, p, 8), digit_mask(w) == HIGH))
+            v = v * 100000000 + eight_digits(w), nd += 8, x -= 8, p += 8, a = 1;
+        for (; p < e && DIGIT(*p); p++, x--, a = 1)
             if (++nd > most) ok = 0;
             else v = v * 10 + (uint64_t)(*p - '0');
-        }
-        p++;
-    }
-    if (p < e && *p == '.') {
-        p++;
-        while (p < e && DIGIT(*p)) {
-            a = 1;
-            if (v != 0 || *p != '0') {
-                if (++nd > most) ok = 0;
-                else v = v * 10 + (uint64_t)(*p - '0');
-            }
-            x--;
-            p++;
-        }
     }
     *m = v;
     *exp10 = x;
     *any = a;
     *fine = ok;
     if (ndig) *ndig = nd;
+    if (point) *point = pt;
     return p;
 }
 
 /* A decimal ([+-] mantissa [(e|E)[+-]digits]) at p, never past e: returns where it ends; *neg,
  * and mantissa's *m, *exp10 (the exponent added), *any, *fine (0 too when an exponent mark has
- * no digits: the decimal then ends before the mark), for mantissas of at most `most` digits. */
-static const uint8_t *decimal(const uint8_t *p, const uint8_t *e, int *neg, uint64_t *m, int *exp10, int *any,
-                              int *fine, int most, int *ndig) {
+ * no digits: the decimal then ends before the mark), for mantissas of at most `most` digits;
+ * *mark 1 when it has a point or an exponent. */
+static inline const uint8_t *decimal(const uint8_t *p, const uint8_t *e, int *neg, uint64_t *m, int *exp10, int *any,
+                              int *fine, int most, int *ndig, int *mark) {
+    int point;
     *neg = 0;
     if (p < e && (*p == '+' || *p == '-')) {
         *neg = *p == '-';
         p++;
     }
-    p = mantissa(p, e, m, exp10, any, fine, most, ndig);
+    p = mantissa(p, e, m, exp10, any, fine, most, ndig, &point);
+    if (mark) *mark = point;
     if (*any && p < e && (*p == 'e' || *p == 'E')) {
         const uint8_t *q = p + 1;
         int eneg = 0;
@@ -134,6 +137,7 @@ static const uint8_t *decimal(const uint8_t *p, const uint8_t *e, int *neg, uint
             }
             *exp10 += eneg ? -x : x;
             p = q;
+            if (mark) *mark = 1;
         } else {
             *fine = 0;
         }
@@ -152,7 +156,7 @@ static const uint8_t *scan_value(const uint8_t *s, const uint8_t *e, double *out
     while (p < e && *p == ' ') p++;
     uint64_t m;
     int neg, exp10, any, fine;
-    p = decimal(p, e, &neg, &m, &exp10, &any, &fine, 15, NULL);
+    p = decimal(p, e, &neg, &m, &exp10, &any, &fine, 15, NULL, NULL);
     while (p < e && *p == ' ') p++;
     if (p < e && *p == PIPE) {
         if (any && fine && (m == 0 || (exp10 >= -22 && exp10 <= 22))) {
@@ -520,59 +524,25 @@ static int64_t locate(int64_t c, const int64_t *cpos, const int64_t *cum, int64_
  * 2^53 or more (a double may not hold it and the parsers may read it as an int): the line goes to
  * the parsers. */
 static int read_token(const uint8_t *p, int64_t len, double *o) {
-    if (len <= 0) return 0;
-    const uint8_t *e = p + len, *s = p;
-    int neg = 0, nd = 0, x = 0, any = 0, ok = 1, point = 0, expo = 0;
-    uint64_t v = 0, w;
-    if (*p == '+' || *p == '-') neg = *p++ == '-';
-    /* (one pass: leading zeros, which are not significant, then the significant digits, eight at
-     * a time while at most 19 of them fit in v; more than 19: strtod reads it) */
-    while (p < e && *p == '0') p++, any = 1;
-    while (SWAR_DIGITS && nd <= 11 && e - p >= 8 && (memcpy(&w, p, 8), digit_mask(w) == HIGH))
-        v = v * 100000000 + eight_digits(w), nd += 8, p += 8, any = 1;
-    for (; p < e && DIGIT(*p); p++, any = 1)
-        if (++nd > 19) ok = 0;
-        else v = v * 10 + (uint64_t)(*p - '0');
-    if (p < e && *p == '.') {
-        point = 1;
-        p++;
-        if (v == 0)
-            while (p < e && *p == '0') p++, x--, any = 1;
-        while (SWAR_DIGITS && nd <= 11 && e - p >= 8 && (memcpy(&w, p, 8), digit_mask(w) == HIGH))
-            v = v * 100000000 + eight_digits(w), nd += 8, x -= 8, p += 8, any = 1;
-        for (; p < e && DIGIT(*p); p++, x--, any = 1)
-            if (++nd > 19) ok = 0;
-            else v = v * 10 + (uint64_t)(*p - '0');
-    }
-    if (!any) return 0;
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        const uint8_t *q = p + 1;
-        int eneg = 0, ex = 0;
-        if (q < e && (*q == '+' || *q == '-')) eneg = *q++ == '-';
-        if (q == e || !DIGIT(*q)) return 0;  /* a mark without digits: no such decimal */
-        for (; q < e && DIGIT(*q); q++)
-            if (ex < 100000) ex = ex * 10 + (*q - '0');
-        x += eneg ? -ex : ex;
-        p = q;
-        expo = 1;
-    }
-    if (p != e) return 0;
-    if (ok && nd <= 15 && (v == 0 || (x >= -22 && x <= 22))) {
-        double d = v == 0 ? 0.0 : x < 0 ? (double)v / P10[-x] : (double)v * P10[x];
-        *o = neg ? -d : d;
+    uint64_t m;
+    int neg, exp10, any, fine, nd, mark;
+    if (len <= 0 || decimal(p, p + len, &neg, &m, &exp10, &any, &fine, 19, &nd, &mark) != p + len || !any) return 0;
+    if (fine && nd <= 15 && (m == 0 || (exp10 >= -22 && exp10 <= 22))) {
+        double v = m == 0 ? 0.0 : exp10 < 0 ? (double)m / P10[-exp10] : (double)m * P10[exp10];
+        *o = neg ? -v : v;
         return 1;
     }
     char buf[72];
     if (len >= (int64_t)sizeof buf) return 0;
-    if (!(ok && extended(v, x, neg, o))) {
-        memcpy(buf, s, (size_t)len);
+    if (!(fine && extended(m, exp10, neg, o))) {
+        memcpy(buf, p, (size_t)len);
         buf[len] = 0;
         char *end;
-        double d = strtod(buf, &end);
+        double v = strtod(buf, &end);
         if (end != buf + len) return 0;
-        *o = d;
+        *o = v;
     }
-    return point || expo || (*o < 9007199254740992.0 && *o > -9007199254740992.0);
+    return mark || (*o < 9007199254740992.0 && *o > -9007199254740992.0);
 }
 
 /* One token as read_token reads it (for tests): 1 and *out when read exactly, else 0. */

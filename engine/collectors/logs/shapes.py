@@ -855,12 +855,9 @@ def rows_of(table: Table, framework: str, lines: np.ndarray, tids: np.ndarray, v
         v = cols[f"extra:{k}"]
         if not np.isnan(v).all() or (table.src[f"extra:{k}"][tids] >= 0).any():
             extra[k] = v
-    if present.size == 1:  # one shape (the usual block): its flags throughout
-        def per_line(a: np.ndarray) -> np.ndarray:
-            return np.full(m, a[present[0]])
-    else:
-        def per_line(a: np.ndarray) -> np.ndarray:
-            return a[tids]
+    def per_line(a: np.ndarray) -> np.ndarray:  # (one shape, the usual block: its flag throughout)
+        return np.full(m, a[present[0]]) if present.size == 1 else a[tids]
+
     hinted = per_line(table.hinted)
     flags = table.flags
     return Rows(framework, lines, cols["step"], cols["loss"], per_line(flags["has_loss"]),
