@@ -230,8 +230,9 @@ class SessionStore:
     """Create, read, update (atomically, row-locked) and expire sessions."""
 
     def __init__(self, url: str | None = None, *, ttl: float = 24 * 3600.0, max_sessions: int | None = None,
-                 max_session_bytes: int | None = None) -> None:
+                 max_session_bytes: int | None = None, clock: Callable[[], float] = time.time) -> None:
         backend, location = describe_url(url)
+        self.clock = clock  # wall-clock seconds; expiry times are stored in them
         self.backend = backend
         self.ttl = ttl
         self.max_sessions = max_sessions
@@ -248,7 +249,7 @@ class SessionStore:
         return data
 
     def create(self, lang: str, facts: list[dict] | None = None, skipped: list[str] | None = None) -> Session:
-        now = time.time()
+        now = self.clock()
         session = Session(id=secrets.token_urlsafe(18), lang=lang, facts=list(facts or []),
                           skipped=list(skipped or []), turns=1 if (facts or skipped) else 0,
                           created=now, updated=now, expires=now + self.ttl)
@@ -274,7 +275,7 @@ class SessionStore:
 
     def get(self, sid: str) -> Session | None:
         with self._db.transaction(write=False) as run:
-            rows = run(f"SELECT {_COLUMNS} FROM precdx_sessions WHERE id = ? AND expires > ?", (sid, time.time()))
+            rows = run(f"SELECT {_COLUMNS} FROM precdx_sessions WHERE id = ? AND expires > ?", (sid, self.clock()))
         return Session.from_row(rows[0]) if rows else None
 
     def update(self, sid: str, change: Callable[[Session], None]) -> Session | None:
@@ -282,13 +283,13 @@ class SessionStore:
         from `change` leaves the session as it was."""
         with self._db.transaction(write=True) as run:
             rows = run(f"SELECT {_COLUMNS} FROM precdx_sessions WHERE id = ? AND expires > ?{self._db.lock_suffix}",
-                       (sid, time.time()))
+                       (sid, self.clock()))
             if not rows:
                 return None
             session = Session.from_row(rows[0])
             change(session)
             data = self._data(session)
-            now = time.time()
+            now = self.clock()
             session.turns += 1
             session.updated = now
             session.expires = now + self.ttl
@@ -298,7 +299,7 @@ class SessionStore:
 
     def delete(self, sid: str) -> bool:
         with self._db.transaction(write=True) as run:
-            found = run("SELECT id FROM precdx_sessions WHERE id = ? AND expires > ?", (sid, time.time()))
+            found = run("SELECT id FROM precdx_sessions WHERE id = ? AND expires > ?", (sid, self.clock()))
             removed = run("SELECT COUNT(*) FROM precdx_sessions WHERE id = ?", (sid,))[0][0]
             run("DELETE FROM precdx_sessions WHERE id = ?", (sid,))
         if removed:
@@ -306,7 +307,7 @@ class SessionStore:
         return bool(found)
 
     def purge_expired(self) -> int:
-        now = time.time()
+        now = self.clock()
         with self._db.transaction(write=True) as run:
             gone = run("SELECT COUNT(*) FROM precdx_sessions WHERE expires <= ?", (now,))
             run("DELETE FROM precdx_sessions WHERE expires <= ?", (now,))
@@ -320,7 +321,7 @@ class SessionStore:
 
     def count(self) -> int:
         with self._db.transaction(write=False) as run:
-            return int(run("SELECT COUNT(*) FROM precdx_sessions WHERE expires > ?", (time.time(),))[0][0])
+            return int(run("SELECT COUNT(*) FROM precdx_sessions WHERE expires > ?", (self.clock(),))[0][0])
 
     @property
     def database(self):

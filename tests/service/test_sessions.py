@@ -82,11 +82,20 @@ def test_unknown_deleted_and_malformed_session_ids(client):
 
 
 def test_sessions_expire(tmp_path):
-    with TestClient(create_app(make_settings(tmp_path, session_ttl=0.5))) as c:
+    # the store's clock, not the wall's: a loaded machine must not make the first read late
+    now = [1_000_000.0]
+    with TestClient(create_app(make_settings(tmp_path, session_ttl=60))) as c:
+        c.app.state.store.clock = lambda: now[0]
         sid = c.post("/v1/sessions", json={"facts": RUNS}).json()["session_id"]
+        now[0] += 59.0
         assert c.get(f"/v1/sessions/{sid}").status_code == 200
-        time.sleep(0.7)
+        assert c.post(f"/v1/sessions/{sid}/turns", json=_answer("same_checkpoint", "yes")).status_code == 200
+        now[0] += 59.0  # a turn renews the session: 118 s after creation, 59 s after the turn
+        assert c.get(f"/v1/sessions/{sid}").status_code == 200
+        now[0] += 1.5
         assert c.get(f"/v1/sessions/{sid}").status_code == 404
+        r = c.post(f"/v1/sessions/{sid}/turns", json=_answer("overlap_off_fixes", "no"))
+        assert r.status_code == 404 and r.json()["error"] == "session_not_found"
 
 
 def test_sessions_never_see_each_others_facts(client):
