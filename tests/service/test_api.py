@@ -109,6 +109,12 @@ def test_bearer_token(tmp_path):
             assert r.status_code == 401 and r.json()["error"] == "unauthorized"
             assert r.headers["www-authenticate"] == "Bearer"
         assert c.post("/v1/sessions", json={}).status_code == 401
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            r = c.post("/v1/diagnose", json={"facts": []}, headers=headers)
+            assert r.status_code == 401 and r.json()["error"] == "unauthorized"
+        # with the token the request is read (and an empty list of facts refused as such)
+        r = c.post("/v1/diagnose", json={"facts": []}, headers={"Authorization": "Bearer s3cret"})
+        assert r.status_code == 400 and r.json()["error"] != "unauthorized"
         assert c.get("/v1/rules", headers={"Authorization": "Bearer s3cret"}).status_code == 200
 
 
