@@ -564,7 +564,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
             if not rr.supports:
                 continue
             if rr.id == DIFFERENTIAL_RULE:
-                evidence.append(_differential_evidence(ms.mode, profile_text, diff_weight[ms.mode], kb, lang))
+                evidence.append(_differential_evidence(ms.mode, profile_text, diff_weight[ms.mode], kb, lang, profile))
                 continue
             if rr.id == MECHANISM_RULE:
                 evidence.extend(mech_evidence.get(ms.mode, []))
@@ -713,17 +713,21 @@ def _rule_name(by_id: dict, rid: str) -> str:
     return by_id[rid].rule.name
 
 
-def _differential_evidence(mode: str, profile_text: str, weight: float, kb: dict, lang: str) -> Evidence:
+def _differential_evidence(mode: str, profile_text: str, weight: float, kb: dict, lang: str,
+                           profile: Any = None) -> Evidence:
+    from precdx import differential as dx
+
     entry = kb.get(mode)
     pres = getattr(entry, "presentation", None)
     freq = getattr(pres, "frequency", None)
+    scope = dx.describe_scope(getattr(pres, "scope", None), profile, lang) if profile is not None else ""
     if lang == "zh":
         text = (f"症状画像：{profile_text}。这与该失效模式的典型表现相符（知识库 presentation；"
-                f"常见度 {freq or '未知'} 为专家估计）。仅凭症状，尚未被具体证据确认。")
+                f"常见度 {freq or '未知'} 为专家估计）。{scope}仅凭症状，尚未被具体证据确认。")
     else:
         text = (f"Symptom profile: {profile_text}. This fits how this failure mode typically presents "
                 f"(kb presentation; frequency '{(freq or 'unknown').replace('_', ' ')}' is an expert estimate). "
-                f"Symptoms only: no specific evidence confirms it yet.")
+                f"{scope + ' ' if scope else ''}Symptoms only: no specific evidence confirms it yet.")
     return Evidence(fact="symptom_profile", value=round(weight, 4), expected=None, text=text,
                     rule=DIFFERENTIAL_RULE, source=None)
 

@@ -17,6 +17,7 @@ act as priors only.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -69,6 +70,7 @@ class Profile:
     rerun_difference: str | None = None   # tiny | large: how far the target's own rerun departs
     tentative: set[str] = field(default_factory=set)  # gaps seen on too few points to establish a symptom
     notes: list[str] = field(default_factory=list)
+    scopes: dict[str, "ScopeReading"] = field(default_factory=dict)  # what kind of job it is (read_scopes)
 
     def secondary(self, symptom: str) -> bool:
         return bool(SECONDARY.get(symptom, set()) & self.symptoms)
@@ -119,7 +121,7 @@ OBSERVED_SYMPTOMS = {
 
 
 def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
-    prof = Profile(symptoms=set(symptoms))
+    prof = Profile(symptoms=set(symptoms), scopes=read_scopes(facts))
     for f in facts:
         if getattr(f, "type", None) == "observation":
             hit = OBSERVED_SYMPTOMS.get(getattr(f, "name", ""))
@@ -234,6 +236,153 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
     return prof
 
 
+# ---------------------------------------------------------------- what kind of job it is
+# Some modes exist only in some jobs: a router only in a MoE model, sequence-parallel gradients
+# only with sequence parallelism, a dynamic loss scale only under fp16, collective communication
+# only across several cards. A kb presentation names that as its `scope`. What the facts say of
+# each scope is read once per case: True (the job has it), False (read, and it has not) or None
+# (nothing read tells). A mode whose scope the job lacks keeps SCOPE_ABSENT of its weight; one
+# whose scope is unknown keeps that scope's share of jobs (an expert estimate, like the priors).
+SCOPE_ABSENT = 0.08
+SCOPES = {
+    # scope: (share of jobs when unknown, English and Chinese name of what it needs)
+    "moe": (0.4, "a mixture-of-experts model", "MoE（混合专家）模型"),
+    "sequence_parallel": (0.35, "sequence parallelism with TP > 1", "开启序列并行且 TP > 1"),
+    "fp16": (0.35, "fp16 training with a dynamic loss scale", "fp16 训练（动态 loss scale）"),
+    "multi_card": (1.0, "a job on several cards", "多卡任务"),
+}
+_MOE_NAME = re.compile(r"(?i)(^|[._])(moe|experts?|router)([._]|$)")
+_PARALLEL_SIZES = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+                   "expert_model_parallel_size", "data_parallel_size", "world_size")
+
+
+@dataclass(frozen=True)
+class ScopeReading:
+    """What the facts say of one scope: `present` True / False / None, and from which fact."""
+
+    present: bool | None
+    basis: str = ""
+
+
+def read_scopes(facts: list[Any]) -> dict[str, ScopeReading]:
+    """Each scope of SCOPES as the case's facts show it (see above)."""
+    values: dict[str, dict[str, list[Any]]] = {}   # config name -> role -> config_value facts
+    for f in facts:
+        if getattr(f, "type", None) == "config_value":
+            values.setdefault(getattr(f, "name", ""), {}).setdefault(getattr(f, "role", ""), []).append(f)
+    read_roles = {r for by_role in values.values() for r in by_role}
+
+    def number(f: Any) -> float | None:
+        n = _num(getattr(f, "number", None))
+        return n if n is not None else _num(getattr(f, "value", None))
+
+    def flag(f: Any) -> bool | None:
+        b = getattr(f, "flag", None)
+        if isinstance(b, bool):
+            return b
+        return {"true": True, "false": False}.get(str(getattr(f, "value", "")).strip().lower())
+
+    def numbers(name: str) -> list[float]:
+        return [n for fs in values.get(name, {}).values() for f in fs if (n := number(f)) is not None]
+
+    def flags(name: str) -> list[bool]:
+        return [b for fs in values.get(name, {}).values() for f in fs if (b := flag(f)) is not None]
+
+    def on_every_side(name: str) -> bool:
+        return bool(read_roles) and read_roles <= set(values.get(name, {}))
+
+    out: dict[str, ScopeReading] = {}
+    # MoE: an expert count above one, a differing router setting, or an expert/router API in a dump
+    experts = numbers("num_experts")
+    moe_api = next((api for f in facts if getattr(f, "type", None) in ("first_divergence", "first_nan",
+                                                                         "nondeterministic_api")
+                    for api in (getattr(f, "api_name", None), getattr(f, "module", None))
+                    if isinstance(api, str) and _MOE_NAME.search(api)), None)
+    moe_diff = next((getattr(f, "name", "") for f in facts if getattr(f, "type", None) == "config_diff"
+                     and str(getattr(f, "name", "")).startswith(("num_experts", "moe_"))), None)
+    if any(n > 1 for n in experts):
+        out["moe"] = ScopeReading(True, f"num_experts {max(experts):g}")
+    elif moe_diff:
+        out["moe"] = ScopeReading(True, f"config difference {moe_diff}")
+    elif moe_api:
+        out["moe"] = ScopeReading(True, f"dumped API {moe_api}")
+    elif experts and all(n <= 1 for n in experts):
+        out["moe"] = ScopeReading(False, f"num_experts {max(experts):g}")
+    elif read_roles and any(getattr(f, "category", None) == "model" for by_role in values.values()
+                            for fs in by_role.values() for f in fs):
+        out["moe"] = ScopeReading(False, "the model settings read name no experts")
+    else:
+        out["moe"] = ScopeReading(None)
+    # sequence parallelism: the flag, and TP > 1 (Megatron turns it off at TP 1)
+    sp, tp = flags("sequence_parallel"), numbers("tensor_model_parallel_size")
+    if any(sp) and not (tp and all(n <= 1 for n in tp)):
+        out["sequence_parallel"] = ScopeReading(True, "sequence_parallel true")
+    elif tp and all(n <= 1 for n in tp) and on_every_side("tensor_model_parallel_size"):
+        out["sequence_parallel"] = ScopeReading(False, "tensor_model_parallel_size 1")
+    elif sp and not any(sp) and on_every_side("sequence_parallel"):
+        out["sequence_parallel"] = ScopeReading(False, "sequence_parallel false")
+    else:
+        out["sequence_parallel"] = ScopeReading(None)
+    # fp16 with a loss scale
+    fp16, bf16 = flags("fp16"), flags("bf16")
+    trends = [f for f in facts if getattr(f, "type", None) == "loss_scale_trend"
+              and getattr(f, "values_from", "absent") != "absent"]
+    dynamic = next((f for f in trends if (_num(getattr(f, "max", None)) or 0) > 1
+                    or getattr(f, "n_decreases", 0) or getattr(f, "values_from", None) == "overflow_events"), None)
+    if any(fp16):
+        out["fp16"] = ScopeReading(True, "fp16 true")
+    elif dynamic is not None:
+        out["fp16"] = ScopeReading(True, f"the {getattr(dynamic, 'role', '')} log's loss scale moves "
+                                         f"(up to {_num(getattr(dynamic, 'max', None)) or 0:g})")
+    elif trends and {getattr(f, "role", None) for f in trends} >= {"baseline", "target"} and all(
+            _num(getattr(f, "max", None)) == 1.0 == _num(getattr(f, "min", None)) for f in trends):
+        out["fp16"] = ScopeReading(False, "both logs' loss scale stays 1.0")
+    elif bf16 and all(bf16) and on_every_side("bf16"):
+        out["fp16"] = ScopeReading(False, "bf16 true")
+    elif fp16 and on_every_side("fp16"):
+        out["fp16"] = ScopeReading(False, "fp16 false")
+    else:
+        out["fp16"] = ScopeReading(None)
+    # several cards: a parallel size above one, several hosts or grouped runs, dumps of several ranks
+    sizes = {name: numbers(name) for name in _PARALLEL_SIZES}
+    big = next((f"{name} {max(ns):g}" for name, ns in sizes.items() if any(n > 1 for n in ns)), None)
+    hosts = any((getattr(f, "host_count", 0) or 0) > 1 or getattr(f, "grouped", False)
+                for f in facts if getattr(f, "type", None) == "run")
+    ranks = {getattr(f, "rank", None) for f in facts if getattr(f, "type", None) == "dump_info"} - {None}
+    if big or hosts or len(ranks) > 1:
+        out["multi_card"] = ScopeReading(True, big or ("several hosts" if hosts else f"dumps of {len(ranks)} ranks"))
+    elif sizes["world_size"] and all(n <= 1 for n in sizes["world_size"]) and on_every_side("world_size"):
+        out["multi_card"] = ScopeReading(False, "world_size 1")
+    else:
+        out["multi_card"] = ScopeReading(None)
+    return out
+
+
+def scope_factor(scope: str | None, prof: "Profile") -> float:
+    """The share of a mode's weight its scope leaves it in this case (1.0 without a scope)."""
+    if not scope or scope not in SCOPES:
+        return 1.0
+    reading = prof.scopes.get(scope)
+    if reading is None or reading.present is None:
+        return SCOPES[scope][0]
+    return 1.0 if reading.present else SCOPE_ABSENT
+
+
+def describe_scope(scope: str | None, prof: "Profile", lang: str = "en") -> str:
+    """One sentence on what the mode needs and what the case shows of it ('' without a scope)."""
+    if not scope or scope not in SCOPES:
+        return ""
+    _, en, zh = SCOPES[scope]
+    reading = prof.scopes.get(scope) or ScopeReading(None)
+    if lang == "zh":
+        if reading.present is None:
+            return f"仅适用于{zh}；现有材料无法判断是否如此，按一般比例计。"
+        return f"仅适用于{zh}；材料显示{'是' if reading.present else '不是'}（{reading.basis}）。"
+    if reading.present is None:
+        return f"Only in {en}; nothing read tells whether this job is one, so it counts at the usual share."
+    return f"Only in {en}; the facts say this job {'is' if reading.present else 'is not'} one ({reading.basis})."
+
+
 _MAG_ORDER = ("none", "noise", "small", "large")
 
 
@@ -270,6 +419,7 @@ def score_mode(pres: Any, prof: Profile) -> float:
     lik *= _match(pres.step1_magnitude, prof.step1_magnitude, hit=1.15, miss=0.45, order=_MAG_ORDER)
     lik *= _match(pres.error_shape, prof.error_shape, hit=1.2, miss=0.7)
     lik *= _match(getattr(pres, "rerun_difference", "any"), prof.rerun_difference, hit=1.3, miss=0.4)
+    lik *= scope_factor(getattr(pres, "scope", None), prof)
     return lik * PRIOR.get(pres.frequency, 0.5)
 
 
@@ -290,7 +440,8 @@ def differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
         # too few points for a symptom: rank on the tentative gap, at a lower weight
         prof = Profile(symptoms=set(prof.tentative), runs=prof.runs or "target_only", onset=prof.onset,
                        step1_magnitude=prof.step1_magnitude, error_shape=prof.error_shape,
-                       steps_compared=prof.steps_compared, rerun_difference=prof.rerun_difference)
+                       steps_compared=prof.steps_compared, rerun_difference=prof.rerun_difference,
+                       scopes=prof.scopes)
         cap = TENTATIVE_CAP
     raw: dict[str, float] = {}
     for mid, entry in kb.items():

@@ -300,3 +300,109 @@ def test_an_evaluation_without_a_consistent_gap_is_aligned_provisionally():
     worse = [dict(g, target=g["baseline"] * 0.8, rel_gap=-0.2, abs_gap=-0.2 * g["baseline"], target_worse=True)
              for g in gaps]
     assert _diag(*worse).verdict == "misaligned"
+
+
+# ---------------------------------------------------------------- scopes: what kind of job it is
+def _cv(role: str, name: str, value: str, category: str = "model") -> dict:
+    return {"type": "config_value", "role": role, "run": role, "name": name, "value": value, "category": category}
+
+
+def _both(name: str, value: str, category: str = "model") -> list[dict]:
+    return [_cv("baseline", name, value, category), _cv("target", name, value, category)]
+
+
+def _scopes(*items) -> dict:
+    return dx.read_scopes(list(_facts(*RUNS, *items)))
+
+
+def test_scopes_are_read_from_config_values_dumps_and_logs():
+    nothing = _scopes()
+    assert all(r.present is None for r in nothing.values()), nothing
+    # a dense model: its settings were read and name no experts; a MoE model: an expert count
+    dense = _scopes(*_both("num_layers", "32"), *_both("hidden_size", "4096"))
+    assert dense["moe"].present is False and "no experts" in dense["moe"].basis
+    assert _scopes(*_both("num_experts", "8"))["moe"].present is True
+    assert _scopes(*_both("num_experts", "1"))["moe"].present is False
+    # an expert API in a dump says MoE even without a config
+    fd = {"type": "first_divergence", "run": "target", "role": "target", "against": "baseline", "step": 0,
+          "rank": 0, "api": "Module.layers.3.mlp.experts.gate_up.forward.0", "api_name": "Module.layers.3.mlp.experts",
+          "kind": "introduced", "reason": "output_error", "method": "ours"}
+    assert _scopes(fd)["moe"].present is True
+    # a dense SwiGLU's gate projection is not a router
+    assert _scopes({**fd, "api_name": "Module.layers.3.mlp.gate_proj"})["moe"].present is None
+    # sequence parallelism needs the flag and TP > 1
+    assert _scopes(*_both("sequence_parallel", "true", "parallel"),
+                   *_both("tensor_model_parallel_size", "4", "parallel"))["sequence_parallel"].present is True
+    assert _scopes(*_both("sequence_parallel", "true", "parallel"),
+                   *_both("tensor_model_parallel_size", "1", "parallel"))["sequence_parallel"].present is False
+    assert _scopes(*_both("sequence_parallel", "false", "parallel"))["sequence_parallel"].present is False
+    # one side's config alone does not clear it
+    assert _scopes(_cv("target", "sequence_parallel", "false", "parallel"),
+                   _cv("baseline", "seed", "1", "other"))["sequence_parallel"].present is None
+    # fp16: the flag, or a log whose loss scale moves; bf16 everywhere, or a scale pinned at 1.0
+    assert _scopes(*_both("fp16", "true", "precision"))["fp16"].present is True
+    assert _scopes(*_both("bf16", "true", "precision"))["fp16"].present is False
+    trend = {"type": "loss_scale_trend", "run": "target", "role": "target", "values_from": "log", "trend": "falling",
+             "first": 65536.0, "last": 1.0, "min": 1.0, "max": 65536.0, "n_decreases": 16}
+    assert _scopes(trend)["fp16"].present is True
+    flat = [{**trend, "run": r, "role": r, "trend": "stable", "first": 1.0, "last": 1.0, "max": 1.0, "n_decreases": 0}
+            for r in ("baseline", "target")]
+    assert _scopes(*flat)["fp16"].present is False
+    # several cards: a parallel size above one; world size 1 on both sides says one card
+    assert _scopes(*_both("world_size", "8", "parallel"))["multi_card"].present is True
+    assert _scopes(*_both("world_size", "1", "parallel"))["multi_card"].present is False
+
+
+def test_a_mode_outside_the_jobs_scope_leaves_the_differential_and_an_unknown_scope_says_so():
+    """A long-run gap with nothing specific: the MoE router is a candidate only for a MoE model.
+    Known dense: it drops out; known MoE: full weight; unknown: reduced, and its evidence says what
+    is not known."""
+    gap = loss(first_step_rel_err=0.0002, mean_rel_err=0.03, mean_signed_rel_err=0.03, mean_rel_err_early=0.01,
+               mean_rel_err_late=0.012, first_departed_step=60)
+    mode = "numerics.moe_router_precision"
+
+    def weight(d):
+        return next((h.score for h in d.hypotheses if h.failure_mode == mode), 0.0)
+
+    moe = _diag(gap, *_both("num_experts", "64"))
+    dense = _diag(gap, *_both("num_layers", "32"), *_both("hidden_size", "4096"))
+    unknown = _diag(gap)
+    assert weight(moe) > 0.2 and weight(unknown) < weight(moe) and weight(dense) == 0.0
+    h = next(h for h in moe.hypotheses if h.failure_mode == mode)
+    assert any("the facts say this job is one (num_experts 64)" in e.text for e in h.evidence)
+    zh = _diag(gap, *_both("num_experts", "64"), lang="zh")
+    h = next(h for h in zh.hypotheses if h.failure_mode == mode)
+    assert any("仅适用于MoE" in e.text and "材料显示是" in e.text for e in h.evidence)
+
+
+def test_scope_vocabulary_is_one_list():
+    from typing import get_args
+
+    field = Presentation.model_fields["scope"].annotation
+    names = {a for arg in get_args(field) for a in get_args(arg)}
+    assert names == set(dx.SCOPES)
+    scoped = {m: e.presentation.scope for m, e in load_kb().items()
+              if getattr(e, "presentation", None) is not None and e.presentation.scope}
+    assert scoped["numerics.moe_router_precision"] == "moe"
+    assert scoped["framework.sequence_parallel_grad_unreduced"] == "sequence_parallel"
+    assert scoped["numerics.loss_scale_collapse"] == "fp16"
+    assert scoped["determinism.communication_nondeterministic"] == "multi_card"
+
+
+def test_scope_factor_on_a_synthetic_presentation():
+    """Known in scope: full weight; unknown: the scope's share of jobs; known out: SCOPE_ABSENT.
+    The evidence sentence says which, in both languages."""
+    pres = Presentation(symptoms={"long_run_difference": "typical"}, runs="target_only", onset="any",
+                        step1_magnitude="any", error_shape="any", frequency="common", scope="moe")
+    base = dx.Profile(symptoms={"long_run_difference"}, runs="target_only")
+    known = dx.Profile(symptoms={"long_run_difference"}, runs="target_only",
+                       scopes={"moe": dx.ScopeReading(True, "num_experts 8")})
+    out = dx.Profile(symptoms={"long_run_difference"}, runs="target_only",
+                     scopes={"moe": dx.ScopeReading(False, "num_experts 1")})
+    full = dx.score_mode(pres, known)
+    assert dx.score_mode(pres, base) == pytest.approx(full * dx.SCOPES["moe"][0])
+    assert dx.score_mode(pres, out) == pytest.approx(full * dx.SCOPE_ABSENT)
+    assert "nothing read tells whether this job is one" in dx.describe_scope("moe", base)
+    assert "is not one (num_experts 1)" in dx.describe_scope("moe", out)
+    assert "无法判断" in dx.describe_scope("moe", base, "zh")
+    assert dx.describe_scope(None, base) == "" and dx.scope_factor(None, base) == 1.0
