@@ -300,8 +300,13 @@ def read_scopes(facts: list[Any]) -> dict[str, ScopeReading]:
                     if isinstance(api, str) and _MOE_NAME.search(api)), None)
     moe_diff = next((getattr(f, "name", "") for f in facts if getattr(f, "type", None) == "config_diff"
                      and str(getattr(f, "name", "")).startswith(("num_experts", "moe_"))), None)
+    # (a bare `top_k` is also a sampling setting: only a key that says experts or moe counts)
+    topk = [n for fs in values.get("moe_router_topk", {}).values() for f in fs
+            if re.search(r"(?i)expert|moe", str(getattr(f, "raw_name", None) or f.name)) and (n := number(f)) is not None]
     if any(n > 1 for n in experts):
         out["moe"] = ScopeReading(True, f"num_experts {max(experts):g}")
+    elif any(n >= 1 for n in topk) and not experts:
+        out["moe"] = ScopeReading(True, f"moe_router_topk {max(topk):g}")
     elif moe_diff:
         out["moe"] = ScopeReading(True, f"config difference {moe_diff}")
     elif moe_api:
