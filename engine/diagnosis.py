@@ -502,6 +502,9 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     # the symptom differential: every established symptom yields a ranked list of modes
     profile = dx.build_profile(fact_list, symptom_evidence.keys())
     diff_entries = dx.differential(profile, kb)
+    prior_only = not diff_entries and not profile.symptoms and not profile.tentative and dx.one_run_alone(fact_list)
+    if prior_only:  # one run alone: the modes by prior, and the reference as the step that splits them
+        diff_entries = dx.prior_differential(profile, kb)
     diff_weight = {e.mode: e.weight for e in diff_entries}
     for e in diff_entries:
         contributions.append((e.mode, DIFFERENTIAL_RULE, e.weight, True))
@@ -543,7 +546,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     hypotheses: list[Hypothesis] = []
     for ms in rank(contributions):
         differential_only = set(ms.support) <= {DIFFERENTIAL_RULE, MECHANISM_RULE}
-        floor = dx.MIN_WEIGHT * (dx.TENTATIVE_CAP / dx.DIFFERENTIAL_CAP if profile.tentative and not symptomatic else 1.0)
+        floor = dx.MIN_WEIGHT * (dx.PRIOR_CAP / dx.DIFFERENTIAL_CAP if prior_only else
+                                 dx.TENTATIVE_CAP / dx.DIFFERENTIAL_CAP if profile.tentative and not symptomatic else 1.0)
         if ms.score < REPORT_THRESHOLD and not (differential_only and ms.score >= floor):
             continue
         # a guess from the symptoms that a specific rule's evidence excludes is not listed
@@ -564,7 +568,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
             if not rr.supports:
                 continue
             if rr.id == DIFFERENTIAL_RULE:
-                evidence.append(_differential_evidence(ms.mode, profile_text, diff_weight[ms.mode], kb, lang, profile))
+                evidence.append(_differential_evidence(ms.mode, profile_text, diff_weight[ms.mode], kb, lang, profile,
+                                                       prior_only))
                 continue
             if rr.id == MECHANISM_RULE:
                 evidence.extend(mech_evidence.get(ms.mode, []))
@@ -637,7 +642,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     _notice_checklist_only(verdict, hypotheses, warnings, lang)
     _notice_identical_logs(fact_list, warnings)
     belief = {h.failure_mode: h.score for h in hypotheses if h.verdict == "misaligned"}
-    split = dx.split_step(fact_list, pack, belief, lang=lang) if verdict != "aligned" else None
+    split = dx.split_step(fact_list, pack, belief, lang=lang, reference_first=prior_only) if verdict != "aligned" else None
     prof_out = Profile(symptoms=sorted(profile.symptoms), runs=profile.runs, onset=profile.onset,
                        step1_magnitude=profile.step1_magnitude, error_shape=profile.error_shape, text=profile_text)
     return Diagnosis(
@@ -714,13 +719,23 @@ def _rule_name(by_id: dict, rid: str) -> str:
 
 
 def _differential_evidence(mode: str, profile_text: str, weight: float, kb: dict, lang: str,
-                           profile: Any = None) -> Evidence:
+                           profile: Any = None, prior_only: bool = False) -> Evidence:
     from precdx import differential as dx
 
     entry = kb.get(mode)
     pres = getattr(entry, "presentation", None)
     freq = getattr(pres, "frequency", None)
     scope = dx.describe_scope(getattr(pres, "scope", None), profile, lang) if profile is not None else ""
+    if prior_only:
+        if lang == "zh":
+            text = (f"没有参照运行，无法度量任何差异：仅按该失效模式在迁移案例中的常见度排序（{freq or '未知'}，"
+                    f"专家估计）。{scope}本案尚无任何证据指向它。")
+        else:
+            text = (f"Nothing to compare with, so no gap could be measured: ranked only by how common this mode is "
+                    f"in migrations (frequency '{(freq or 'unknown').replace('_', ' ')}', an expert estimate). "
+                    f"{scope + ' ' if scope else ''}Nothing in this case points to it yet.")
+        return Evidence(fact="prior", value=round(weight, 4), expected=None, text=text,
+                        rule=DIFFERENTIAL_RULE, source=None)
     if lang == "zh":
         text = (f"症状画像：{profile_text}。这与该失效模式的典型表现相符（知识库 presentation；"
                 f"常见度 {freq or '未知'} 为专家估计）。{scope}仅凭症状，尚未被具体证据确认。")
@@ -927,6 +942,12 @@ def _summary(verdict: str, hyps: list[Hypothesis], symptoms: list[Symptom], lang
                 else "Inconclusive: not enough evidence to name a cause; add logs, configs or dumps.")
     top = hyps[0]
     undetermined = top.grade == "symptom"
+    if undetermined and verdict == "inconclusive" and any(e.fact == "prior" for e in top.evidence):
+        names = ", ".join(h.failure_mode for h in hyps[:3] if any(e.fact == "prior" for e in h.evidence))
+        if zh:
+            return f"无法定论：没有参照运行，无法度量差异；按迁移案例中的常见度，先排查 {names}（仅为先验）。请补充标杆侧日志。"
+        return (f"Inconclusive: nothing to compare this run with, so no gap could be measured; by how common they "
+                f"are in migrations, check {names} first (priors only). Add the baseline run's log.")
     if zh:
         head = "精度不对齐" if verdict == "misaligned" else "无法定论"
         lead = "原因尚未确定，症状最符合" if undetermined else "最可能的原因是"

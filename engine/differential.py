@@ -467,6 +467,54 @@ def differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
     return out[:MAX_MODES]
 
 
+# ---------------------------------------------------------------- nothing to compare with
+# One run's log alone, or a baseline without a log: no symptom can be established, yet the user
+# came with a problem. The modes are then ranked by their prior alone (kb frequency, an expert
+# estimate, times the job's scopes), at a weight below any symptom's, and the step that splits
+# them is the reference the case lacks.
+PRIOR_CAP = 0.1
+COMPARED = frozenset({"loss_compare", "grad_norm_compare", "nan_compare", "spike_compare", "rerun_compare",
+                      "first_divergence", "first_nan", "dump_step_compare", "nondeterministic_api",
+                      "compare_result_summary", "grad_monitor_compare", "eval_gap"})
+
+
+def without_reference(facts: list[Any]) -> bool:
+    """Nothing was compared and no baseline run brought a log, dump or compare result."""
+    if any(getattr(f, "type", None) in COMPARED for f in facts):
+        return False
+    return not any(getattr(f, "type", None) == "run" and getattr(f, "role", None) == "baseline"
+                   and (getattr(f, "has_log", False) or getattr(f, "has_dump", False)
+                        or getattr(f, "has_compare", False) or getattr(f, "has_monitor", False)) for f in facts)
+
+
+def one_run_alone(facts: list[Any]) -> bool:
+    """The target brought a log, dump, compare result, monitor output or config, and nothing was
+    compared with it (a chat or `precdx ask` that starts from no artefact at all is not this)."""
+    brought = any(getattr(f, "type", None) == "run" and getattr(f, "role", None) == "target"
+                  and any(getattr(f, k, False) for k in ("has_log", "has_dump", "has_compare", "has_monitor",
+                                                         "has_config")) for f in facts)
+    return brought and without_reference(facts)
+
+
+def prior_differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
+    """The modes by prior alone (frequency x scope), the most common first, capped at PRIOR_CAP."""
+    raw: dict[str, float] = {}
+    for mid, entry in kb.items():
+        pres = getattr(entry, "presentation", None)
+        if pres is None or getattr(entry, "verdict", "misaligned") != "misaligned" or not getattr(entry, "canonical", True):
+            continue
+        if not set(pres.symptoms) & {"first_step_difference", "long_run_difference", "nan_overflow", "spikes"}:
+            continue  # modes seen only through reruns or downstream are not what brings one log
+        raw[mid] = PRIOR.get(pres.frequency, 0.5) * scope_factor(getattr(pres, "scope", None), prof)
+    top = max(raw.values(), default=0.0)
+    if top <= 0:
+        return []
+    out = [DifferentialEntry(m, round(PRIOR_CAP * v / top, 4), v) for m, v in raw.items()]
+    out = [e for e in out if e.weight >= MIN_WEIGHT * PRIOR_CAP / DIFFERENTIAL_CAP]
+    out.sort(key=lambda e: (-e.weight, e.mode))
+    return out[:MAX_MODES]
+
+
 # What the checklist can see: a mode (or a family, by id prefix) and the fact types that must have
 # been collected on both sides before "no rule fired" means "the checklist found nothing".
 CHECKLIST_VISIBLE = (
@@ -530,6 +578,13 @@ def _probes() -> tuple[Probe, ...]:
     checklist = frozenset(by_collector.get("checklist", set()))
     msprobe = frozenset(by_collector.get("msprobe", set()))
     return (
+        Probe("baseline", "read", frozenset({"loss_compare"}),
+              ("Add the baseline run's training log (--baseline PATH, or baseline/ beside target/) and diagnose "
+               "again: with no reference run, no gap can be measured",
+               "补充标杆侧训练日志（--baseline PATH，或与 target/ 并列的 baseline/）后重新诊断：没有参照运行就无法度量差异"),
+              "precdx diagnose --baseline BASELINE_LOG --target TARGET_LOG",
+              ("every symptom (a first-step gap, a drift, NaN only on one side) is measured against the baseline",
+               "所有症状（首步差异、长稳漂移、仅一侧出现 NaN）都要与标杆对比才能确立")),
         Probe("configs", "read", checklist,
               ("Add both runs' launch script / training config, `env` listing and `pip freeze` beside each log "
                "(baseline/ and target/) and diagnose again",
@@ -555,6 +610,8 @@ def _probes() -> tuple[Probe, ...]:
 
 
 def _present(facts: list[Any], probe: Probe) -> bool:
+    if probe.id == "baseline":
+        return not one_run_alone(facts)
     if probe.id == "target_rerun":
         return any(getattr(f, "type", None) == "rerun_compare" and getattr(f, "role", None) == "target"
                    for f in facts)
@@ -576,10 +633,12 @@ def probe_modes(pack: Any, probe: Probe) -> set[str]:
     return decided
 
 
-def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: str = "en") -> dict | None:
+def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: str = "en",
+               reference_first: bool = False) -> dict | None:
     """The cheapest missing piece of evidence that best splits the belief over modes: for each
     probe, the mass of the modes its facts can confirm or exclude (via the pack's rules), valued
-    mass x (1 - mass) (an even split is worth most) per cost weight."""
+    mass x (1 - mass) (an even split is worth most) per cost weight. With `reference_first` (a
+    belief from priors alone: nothing to compare with), the baseline's log comes first."""
     from precdx.vocabulary import COST_LABELS, COST_LABELS_ZH
 
     total = sum(belief.values())
@@ -588,7 +647,14 @@ def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: s
     dist = {m: v / total for m, v in belief.items()}
     cost_weight = {"read": 1.0, "rerun": 2.0, "dump": 4.0, "long_run": 8.0, "cluster": 16.0}
     best = None
+    idx = 1 if lang == "zh" else 0
     for probe in _probes():
+        if probe.id == "baseline":
+            if reference_first:  # the reference comes before anything it is compared with
+                return {"id": probe.id, "action": probe.action[idx], "command": probe.command, "why": probe.why[idx],
+                        "cost": probe.cost, "cost_label": (COST_LABELS_ZH if lang == "zh" else COST_LABELS)[probe.cost],
+                        "modes": sorted(dist)}
+            continue
         if _present(facts, probe):
             continue
         decided = probe_modes(pack, probe)
@@ -601,7 +667,6 @@ def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: s
     if best is None:
         return None
     _, probe, modes = best
-    idx = 1 if lang == "zh" else 0
     return {"id": probe.id, "action": probe.action[idx], "command": probe.command, "why": probe.why[idx],
             "cost": probe.cost, "cost_label": (COST_LABELS_ZH if lang == "zh" else COST_LABELS)[probe.cost],
             "modes": modes}

@@ -409,3 +409,42 @@ def test_scope_factor_on_a_synthetic_presentation():
     assert "is not one (num_experts 1)" in dx.describe_scope("moe", out)
     assert "无法判断" in dx.describe_scope("moe", base, "zh")
     assert dx.describe_scope(None, base) == "" and dx.scope_factor(None, base) == 1.0
+
+
+# ---------------------------------------------------------------- one run, nothing to compare with
+def test_one_run_alone_gets_a_prior_differential_and_the_baseline_as_its_split_step():
+    """One target log that looks healthy, no baseline: no gap can be measured, so the verdict stays
+    inconclusive; the modes are ranked by prior (capped low, said to be priors) and the step that
+    splits them is the baseline's log."""
+    target_only = ({"type": "run", "role": "target", "name": "target", "framework": "megatron", "device": "npu",
+                    "has_log": True},)
+    d = diagnose(_facts(*target_only), engine="python", warnings=Warnings())
+    assert d.verdict == "inconclusive"
+    assert d.hypotheses and all(h.score <= dx.PRIOR_CAP and h.grade == "symptom" for h in d.hypotheses)
+    assert all(any(e.fact == "prior" and "Nothing to compare with" in e.text for e in h.evidence) for h in d.hypotheses)
+    scores = [h.score for h in d.hypotheses]
+    assert scores == sorted(scores, reverse=True)
+    assert d.split_step is not None and d.split_step.id == "baseline" and d.split_step.cost == "read"
+    assert "nothing to compare this run with" in d.summary and d.hypotheses[0].failure_mode in d.summary
+    # a dense model known from its config: the MoE router is not among the priors
+    dense = diagnose(_facts(*target_only, _cv("target", "num_layers", "32"), _cv("target", "hidden_size", "4096")),
+                     engine="python", warnings=Warnings())
+    assert "numerics.moe_router_precision" not in {h.failure_mode for h in dense.hypotheses}
+    zh = diagnose(_facts(*target_only), engine="python", warnings=Warnings(), lang="zh")
+    assert "没有参照运行" in zh.summary and zh.split_step.id == "baseline"
+
+
+def test_with_a_baseline_log_the_prior_differential_stays_out():
+    """Both logs with a comparison: the usual path (a NaN on the target ranks NaN modes, and the
+    split step is never the baseline that is already there)."""
+    d = _diag(loss(first_step_rel_err=0.0002, mean_rel_err=0.0004, mean_signed_rel_err=0.0001))
+    assert not any(e.fact == "prior" for h in d.hypotheses for e in h.evidence)
+    assert d.split_step is None or d.split_step.id != "baseline"
+    assert not dx.without_reference(list(_facts(*RUNS, loss())))
+    # a baseline that brought a log counts as a reference even where no steps were compared
+    runs = [{**r, "has_log": True} for r in RUNS]
+    assert not dx.without_reference(list(_facts(*runs)))
+    assert dx.without_reference(list(_facts(*RUNS)))  # (runs without any artefact: nothing to compare)
+    # ... but no artefact at all is a consultation's start, not one run alone: no priors there
+    assert not dx.one_run_alone(list(_facts(*RUNS)))
+    assert not _diag().hypotheses
