@@ -502,7 +502,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     # the symptom differential: every established symptom yields a ranked list of modes
     profile = dx.build_profile(fact_list, symptom_evidence.keys())
     diff_entries = dx.differential(profile, kb)
-    prior_only = not diff_entries and not profile.symptoms and not profile.tentative and dx.one_run_alone(fact_list)
+    prior_only = (not diff_entries and not profile.symptoms and not profile.tentative and not profile.own
+                  and dx.one_run_alone(fact_list))
     if prior_only:  # one run alone: the modes by prior, and the reference as the step that splits them
         diff_entries = dx.prior_differential(profile, kb)
     diff_weight = {e.mode: e.weight for e in diff_entries}
@@ -547,7 +548,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     for ms in rank(contributions):
         differential_only = set(ms.support) <= {DIFFERENTIAL_RULE, MECHANISM_RULE}
         floor = dx.MIN_WEIGHT * (dx.PRIOR_CAP / dx.DIFFERENTIAL_CAP if prior_only else
-                                 dx.TENTATIVE_CAP / dx.DIFFERENTIAL_CAP if profile.tentative and not symptomatic else 1.0)
+                                 dx.TENTATIVE_CAP / dx.DIFFERENTIAL_CAP if (profile.tentative or profile.own)
+                                 and not symptomatic else 1.0)
         if ms.score < REPORT_THRESHOLD and not (differential_only and ms.score >= floor):
             continue
         # a guess from the symptoms that a specific rule's evidence excludes is not listed

@@ -71,6 +71,7 @@ class Profile:
     tentative: set[str] = field(default_factory=set)  # gaps seen on too few points to establish a symptom
     notes: list[str] = field(default_factory=list)
     scopes: dict[str, "ScopeReading"] = field(default_factory=dict)  # what kind of job it is (read_scopes)
+    own: set[str] = field(default_factory=set)  # seen in the target's own curve, with nothing to compare it with
 
     def secondary(self, symptom: str) -> bool:
         return bool(SECONDARY.get(symptom, set()) & self.symptoms)
@@ -84,6 +85,10 @@ class Profile:
             if val:
                 extra.append(f"{name} {val.replace('_', ' ')}")
         text = ", ".join(parts) if parts else ("无已确立症状" if lang == "zh" else "no established symptom")
+        if self.own and not parts:
+            seen = ", ".join(SYMPTOM_LABEL.get(s, (s, s))[idx] for s in sorted(self.own))
+            text = (f"仅见于目标侧自身曲线（没有可比较的参照）：{seen}" if lang == "zh"
+                    else f"in the target's own curve (nothing to compare it with): {seen}")
         if self.tentative and not parts:
             seen = ", ".join(SYMPTOM_LABEL.get(s, (s, s))[idx] for s in sorted(self.tentative))
             text = (f"仅为初步迹象（比较的 step 太少，不足以确立症状）：{seen}" if lang == "zh"
@@ -187,6 +192,15 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
             gfirst = _num(getattr(gc, "first_step_rel_err", None))
             if prof.onset is None and gfirst is not None and gfirst > GRAD_NORM_TOLERANCE:
                 prof.onset = "step1"
+    # one run alone: a NaN in its own curve is a symptom of that run, though not a gap to anything
+    if not any(getattr(f, "type", None) in COMPARED for f in facts):
+        rh = _first(facts, "run_health", role="target")
+        first_nan = getattr(rh, "first_nan_step", None) if rh is not None else None
+        if first_nan is not None:
+            prof.own.add("nan_overflow")
+            start = getattr(rh, "first_step", None) or 1
+            n = (getattr(rh, "loss_points", 0) or 0) + (getattr(rh, "grad_norm_nonfinite", 0) or 0)
+            prof.onset = "early" if first_nan - start <= max(10, n // 5) else "late"
     # where did a NaN show: on the target only, or on both sides
     if "nan_overflow" in prof.symptoms:
         prof.runs = "target_only"
@@ -439,7 +453,12 @@ def differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
     """Modes ranked by how well their presentation explains the profile; empty when the case
     shows no misaligning symptom."""
     cap = DIFFERENTIAL_CAP
-    if not prof.symptoms & set(MISALIGNING):
+    if not prof.symptoms & set(MISALIGNING) and not prof.tentative and prof.own:
+        # the target's own curve alone: rank on what it shows, at the tentative weight, the
+        # baseline's side unknown
+        prof = Profile(symptoms=set(prof.own), runs=None, onset=prof.onset, scopes=prof.scopes)
+        cap = TENTATIVE_CAP
+    elif not prof.symptoms & set(MISALIGNING):
         if not prof.tentative:
             return []
         # too few points for a symptom: rank on the tentative gap, at a lower weight

@@ -448,3 +448,23 @@ def test_with_a_baseline_log_the_prior_differential_stays_out():
     # ... but no artefact at all is a consultation's start, not one run alone: no priors there
     assert not dx.one_run_alone(list(_facts(*RUNS)))
     assert not _diag().hypotheses
+
+
+def test_a_nan_in_one_runs_own_curve_ranks_the_nan_modes_not_the_priors():
+    """One run alone whose loss turns NaN at step 40: that NaN is a symptom of the run itself (the
+    baseline's side unknown), so the NaN modes are ranked at the tentative weight and no prior
+    evidence is given; the split step is not the baseline (a dump of the target alone localises
+    the first NaN)."""
+    target_only = ({"type": "run", "role": "target", "name": "target", "framework": "megatron", "device": "npu",
+                    "has_log": True},
+                   {"type": "run_health", "run": "target", "role": "target", "first_step": 1, "loss_points": 39,
+                    "first_nan_step": 40, "first_nonfinite_loss_step": 40})
+    d = diagnose(_facts(*target_only), engine="python", warnings=Warnings())
+    assert d.profile.text.startswith("in the target's own curve (nothing to compare it with): S3 NaN/overflow")
+    modes = [h.failure_mode for h in d.hypotheses]
+    assert modes and modes[0].startswith("nan.") and "nan.previous_step_backward" in modes
+    assert not any(e.fact == "prior" for h in d.hypotheses for e in h.evidence)
+    assert all(h.score <= dx.TENTATIVE_CAP for h in d.hypotheses if {r.id for r in h.rules if r.supports} == {"DIFFERENTIAL"})
+    assert d.split_step is None or d.split_step.id != "baseline"
+    prof = dx.build_profile(list(_facts(*target_only)), [])
+    assert prof.own == {"nan_overflow"} and prof.onset == "late" and not prof.symptoms
