@@ -33,6 +33,8 @@ _L = {
         "asked": "{n} question(s) asked.",
         "differential": "Differential from the symptoms ({profile}):",
         "first": "Cheapest evidence that splits it (worth more than any question now): [{cost}] {text}",
+        "alone": "One run and nothing to compare it with: no gap can be measured yet. By prior only:",
+        "reference": "First add the reference: [{cost}] {text}",
     },
     "zh": {
         "intro": "precdx ask：目前有 {n} 条事实。请回答 是/否/数值；不知道请输入 skip，输入 quit 结束。",
@@ -47,6 +49,8 @@ _L = {
         "asked": "共提问 {n} 次。",
         "differential": "根据症状的鉴别诊断（{profile}）：",
         "first": "最能区分的低成本证据（当前比任何问题都更有价值）：[{cost}] {text}",
+        "alone": "只有一次运行、没有可比较的参照：尚无法度量差异。仅按先验排序：",
+        "reference": "请先补充参照：[{cost}] {text}",
     },
 }
 
@@ -145,6 +149,15 @@ def _open_with_differential(diag, facts: FactSet, *, lang: str, engine: str, rul
     """Start from the differential: the ranked modes the symptoms allow, and the cheapest evidence
     that splits them when it is worth more than the best question."""
     L = _L.get(lang, _L["en"])
+    if diag.split_step is not None and diag.split_step.id == "baseline":
+        # one run alone: the questions can wait for the reference every symptom is measured against
+        echo(L["alone"])
+        for h in diag.hypotheses[:5]:
+            echo(f"  {h.score:.2f}  {h.failure_mode}")
+        echo(L["reference"].format(cost=diag.split_step.cost_label, text=diag.split_step.action))
+        if diag.split_step.command:
+            echo(f"      $ {diag.split_step.command}")
+        return
     if diag.profile is not None and diag.profile.symptoms and diag.hypotheses:
         echo(L["differential"].format(profile=diag.profile.text))
         for h in diag.hypotheses[:5]:

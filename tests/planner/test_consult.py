@@ -99,3 +99,18 @@ def test_precdx_ask_stops_cleanly_at_end_of_input(tmp_path, repo_dir):
                           input="yes\n", capture_output=True, text=True, env=env, cwd=repo_dir, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "Stopped." in proc.stdout and "1 question(s) asked." in proc.stdout
+
+
+def test_one_run_alone_opens_with_the_reference_before_any_question():
+    lines: list[str] = []
+    alone = [{"type": "run", "role": "target", "name": "target", "framework": "megatron", "device": "npu",
+              "has_log": True}]
+    result = consult(facts_of(alone), rules_path=str(PACK), prompt=lambda s: "quit", echo=lines.append)
+    assert result.reason == "quit"
+    head = lines[:lines.index(next(line for line in lines if line.startswith("First add the reference")))]
+    assert head[1].startswith("One run and nothing to compare it with") and len(head) >= 3
+    assert any("Add the baseline run's training log" in line for line in lines)
+    # with the baseline's run there as well (a consultation from no artefact), questions come first
+    lines.clear()
+    consult(facts_of(RUNS), rules_path=str(PACK), prompt=lambda s: "quit", echo=lines.append)
+    assert not any(line.startswith(("One run and nothing", "First add the reference")) for line in lines)
