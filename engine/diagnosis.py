@@ -728,25 +728,21 @@ def _differential_evidence(mode: str, profile_text: str, weight: float, kb: dict
     pres = getattr(entry, "presentation", None)
     freq = getattr(pres, "frequency", None)
     scope = dx.describe_scope(getattr(pres, "scope", None), profile, lang) if profile is not None else ""
-    if prior_only:
-        if lang == "zh":
-            text = (f"没有参照运行，无法度量任何差异：仅按该失效模式在迁移案例中的常见度排序（{freq or '未知'}，"
-                    f"专家估计）。{scope}本案尚无任何证据指向它。")
-        else:
-            text = (f"Nothing to compare with, so no gap could be measured: ranked only by how common this mode is "
-                    f"in migrations (frequency '{(freq or 'unknown').replace('_', ' ')}', an expert estimate). "
-                    f"{scope + ' ' if scope else ''}Nothing in this case points to it yet.")
-        return Evidence(fact="prior", value=round(weight, 4), expected=None, text=text,
-                        rule=DIFFERENTIAL_RULE, source=None)
-    if lang == "zh":
-        text = (f"症状画像：{profile_text}。这与该失效模式的典型表现相符（知识库 presentation；"
-                f"常见度 {freq or '未知'} 为专家估计）。{scope}仅凭症状，尚未被具体证据确认。")
+    shown = (freq or "unknown").replace("_", " ")
+    if prior_only:  # (head, tail) in zh and en; the scope sentence goes between
+        fact = "prior"
+        zh = (f"没有参照运行，无法度量任何差异：仅按该失效模式在迁移案例中的常见度排序（{freq or '未知'}，专家估计）。",
+              "本案尚无任何证据指向它。")
+        en = (f"Nothing to compare with, so no gap could be measured: ranked only by how common this mode is in "
+              f"migrations (frequency '{shown}', an expert estimate).", "Nothing in this case points to it yet.")
     else:
-        text = (f"Symptom profile: {profile_text}. This fits how this failure mode typically presents "
-                f"(kb presentation; frequency '{(freq or 'unknown').replace('_', ' ')}' is an expert estimate). "
-                f"{scope + ' ' if scope else ''}Symptoms only: no specific evidence confirms it yet.")
-    return Evidence(fact="symptom_profile", value=round(weight, 4), expected=None, text=text,
-                    rule=DIFFERENTIAL_RULE, source=None)
+        fact = "symptom_profile"
+        zh = (f"症状画像：{profile_text}。这与该失效模式的典型表现相符（知识库 presentation；常见度 {freq or '未知'} 为专家估计）。",
+              "仅凭症状，尚未被具体证据确认。")
+        en = (f"Symptom profile: {profile_text}. This fits how this failure mode typically presents (kb presentation; "
+              f"frequency '{shown}' is an expert estimate).", "Symptoms only: no specific evidence confirms it yet.")
+    text = f"{zh[0]}{scope}{zh[1]}" if lang == "zh" else " ".join(x for x in (en[0], scope, en[1]) if x)
+    return Evidence(fact=fact, value=round(weight, 4), expected=None, text=text, rule=DIFFERENTIAL_RULE, source=None)
 
 
 def _kb_steps(mode: str, kb: dict, lang: str, device: str | None = None) -> list[NextStep]:

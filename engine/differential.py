@@ -475,9 +475,12 @@ def differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
         if not getattr(entry, "canonical", True):
             continue  # extras (RL) join only through their own rules
         raw[mid] = score_mode(pres, prof)
-    if not raw:
-        return []
-    top = max(raw.values())
+    return _ranked(raw, cap)
+
+
+def _ranked(raw: dict[str, float], cap: float) -> list[DifferentialEntry]:
+    """Scores scaled so the best is `cap`, the weakest (below MIN_WEIGHT at that scale) left out."""
+    top = max(raw.values(), default=0.0)
     if top <= 0:
         return []
     out = [DifferentialEntry(m, round(cap * v / top, 4), v) for m, v in raw.items()]
@@ -525,13 +528,7 @@ def prior_differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEn
         if not set(pres.symptoms) & {"first_step_difference", "long_run_difference", "nan_overflow", "spikes"}:
             continue  # modes seen only through reruns or downstream are not what brings one log
         raw[mid] = PRIOR.get(pres.frequency, 0.5) * scope_factor(getattr(pres, "scope", None), prof)
-    top = max(raw.values(), default=0.0)
-    if top <= 0:
-        return []
-    out = [DifferentialEntry(m, round(PRIOR_CAP * v / top, 4), v) for m, v in raw.items()]
-    out = [e for e in out if e.weight >= MIN_WEIGHT * PRIOR_CAP / DIFFERENTIAL_CAP]
-    out.sort(key=lambda e: (-e.weight, e.mode))
-    return out[:MAX_MODES]
+    return _ranked(raw, PRIOR_CAP)
 
 
 # What the checklist can see: a mode (or a family, by id prefix) and the fact types that must have
