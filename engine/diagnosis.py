@@ -502,9 +502,13 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     # the symptom differential: every established symptom yields a ranked list of modes
     profile = dx.build_profile(fact_list, symptom_evidence.keys())
     diff_entries = dx.differential(profile, kb)
-    prior_only = (not diff_entries and not profile.symptoms and not profile.tentative and not profile.own
-                  and dx.one_run_alone(fact_list))
-    if prior_only:  # one run alone: the modes by prior, and the reference as the step that splits them
+    # nothing measured: one run alone, or two logs with no step in common. The modes by prior, and
+    # the missing reference (the baseline's log, an overlapping rerun) as the step that splits them.
+    prior_why = None
+    if not diff_entries and not profile.symptoms and not profile.tentative and not profile.own:
+        prior_why = "alone" if dx.one_run_alone(fact_list) else "disjoint" if dx.no_common_steps(fact_list) else None
+    prior_only = prior_why is not None
+    if prior_only:
         diff_entries = dx.prior_differential(profile, kb)
     diff_weight = {e.mode: e.weight for e in diff_entries}
     for e in diff_entries:
@@ -571,7 +575,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
                 continue
             if rr.id == DIFFERENTIAL_RULE:
                 evidence.append(_differential_evidence(ms.mode, profile_text, diff_weight[ms.mode], kb, lang, profile,
-                                                       prior_only))
+                                                       prior_why))
                 continue
             if rr.id == MECHANISM_RULE:
                 evidence.extend(mech_evidence.get(ms.mode, []))
@@ -644,7 +648,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     _notice_checklist_only(verdict, hypotheses, warnings, lang)
     _notice_identical_logs(fact_list, warnings)
     belief = {h.failure_mode: h.score for h in hypotheses if h.verdict == "misaligned"}
-    split = dx.split_step(fact_list, pack, belief, lang=lang, reference_first=prior_only) if verdict != "aligned" else None
+    split = dx.split_step(fact_list, pack, belief, lang=lang, reference_first=prior_why == "alone") \
+        if verdict != "aligned" else None
     prof_out = Profile(symptoms=sorted(profile.symptoms), runs=profile.runs, onset=profile.onset,
                        step1_magnitude=profile.step1_magnitude, error_shape=profile.error_shape, text=profile_text)
     return Diagnosis(
@@ -721,7 +726,7 @@ def _rule_name(by_id: dict, rid: str) -> str:
 
 
 def _differential_evidence(mode: str, profile_text: str, weight: float, kb: dict, lang: str,
-                           profile: Any = None, prior_only: bool = False) -> Evidence:
+                           profile: Any = None, prior_why: str | None = None) -> Evidence:
     from precdx import differential as dx
 
     entry = kb.get(mode)
@@ -729,11 +734,13 @@ def _differential_evidence(mode: str, profile_text: str, weight: float, kb: dict
     freq = getattr(pres, "frequency", None)
     scope = dx.describe_scope(getattr(pres, "scope", None), profile, lang) if profile is not None else ""
     shown = (freq or "unknown").replace("_", " ")
-    if prior_only:  # (head, tail) in zh and en; the scope sentence goes between
+    if prior_why:  # (head, tail) in zh and en; the scope sentence goes between
         fact = "prior"
-        zh = (f"没有参照运行，无法度量任何差异：仅按该失效模式在迁移案例中的常见度排序（{freq or '未知'}，专家估计）。",
+        why_zh, why_en = (("两份日志没有共同 step", "The two logs share no step") if prior_why == "disjoint"
+                          else ("没有参照运行", "Nothing to compare with"))
+        zh = (f"{why_zh}，无法度量任何差异：仅按该失效模式在迁移案例中的常见度排序（{freq or '未知'}，专家估计）。",
               "本案尚无任何证据指向它。")
-        en = (f"Nothing to compare with, so no gap could be measured: ranked only by how common this mode is in "
+        en = (f"{why_en}, so no gap could be measured: ranked only by how common this mode is in "
               f"migrations (frequency '{shown}', an expert estimate).", "Nothing in this case points to it yet.")
     else:
         fact = "symptom_profile"
@@ -940,12 +947,18 @@ def _summary(verdict: str, hyps: list[Hypothesis], symptoms: list[Symptom], lang
                 else "Inconclusive: not enough evidence to name a cause; add logs, configs or dumps.")
     top = hyps[0]
     undetermined = top.grade == "symptom"
-    if undetermined and verdict == "inconclusive" and any(e.fact == "prior" for e in top.evidence):
+    prior = next((e for e in top.evidence if e.fact == "prior"), None)
+    if undetermined and verdict == "inconclusive" and prior is not None:
         names = ", ".join(h.failure_mode for h in hyps[:3] if any(e.fact == "prior" for e in h.evidence))
+        disjoint = prior.text.startswith(("The two logs share no step", "两份日志没有共同"))
         if zh:
-            return f"无法定论：没有参照运行，无法度量差异；按迁移案例中的常见度，先排查 {names}（仅为先验）。请补充标杆侧日志。"
-        return (f"Inconclusive: nothing to compare this run with, so no gap could be measured; by how common they "
-                f"are in migrations, check {names} first (priors only). Add the baseline run's log.")
+            return ("无法定论：" + ("两份日志没有共同 step" if disjoint else "没有参照运行") +
+                    f"，无法度量差异；按迁移案例中的常见度，先排查 {names}（仅为先验）。" +
+                    ("请让两侧日志覆盖相同的 step 范围。" if disjoint else "请补充标杆侧日志。"))
+        return ("Inconclusive: " + ("the two logs share no step" if disjoint else "nothing to compare this run with") +
+                f", so no gap could be measured; by how common they are in migrations, check {names} first "
+                "(priors only). " + ("Log an overlapping range of steps on both sides." if disjoint
+                                     else "Add the baseline run's log."))
     if zh:
         head = "精度不对齐" if verdict == "misaligned" else "无法定论"
         lead = "原因尚未确定，症状最符合" if undetermined else "最可能的原因是"

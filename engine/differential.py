@@ -509,6 +509,13 @@ def without_reference(facts: list[Any]) -> bool:
                         or getattr(f, "has_compare", False) or getattr(f, "has_monitor", False)) for f in facts)
 
 
+def no_common_steps(facts: list[Any]) -> bool:
+    """Both logs hold training points but no step in common: the curves could not be compared."""
+    return any(getattr(f, "type", None) == "loss_compare" and not getattr(f, "steps_compared", 0)
+               and getattr(f, "run_last_step", None) is not None and getattr(f, "against_last_step", None) is not None
+               for f in facts)
+
+
 def one_run_alone(facts: list[Any]) -> bool:
     """The target brought a log, dump, compare result, monitor output or config, and nothing was
     compared with it (a chat or `precdx ask` that starts from no artefact at all is not this)."""
@@ -601,6 +608,13 @@ def _probes() -> tuple[Probe, ...]:
               "precdx diagnose --baseline BASELINE_LOG --target TARGET_LOG",
               ("every symptom (a first-step gap, a drift, NaN only on one side) is measured against the baseline",
                "所有症状（首步差异、长稳漂移、仅一侧出现 NaN）都要与标杆对比才能确立")),
+        Probe("common_steps", "rerun", frozenset({"loss_compare"}),
+              ("Rerun one side over the other's steps (same seed, data and start checkpoint) so that both logs "
+               "share a range of steps, and diagnose again: the two logs have no step in common",
+               "让一侧在另一侧的 step 范围上重跑（相同种子、数据与起始权重），使两份日志有共同的 step 后重新诊断：当前两份日志没有共同 step"),
+              None,
+              ("every curve symptom is measured on the steps both logs hold",
+               "所有曲线症状都在两份日志共有的 step 上度量")),
         Probe("configs", "read", checklist,
               ("Add both runs' launch script / training config, `env` listing and `pip freeze` beside each log "
                "(baseline/ and target/) and diagnose again",
@@ -628,6 +642,8 @@ def _probes() -> tuple[Probe, ...]:
 def _present(facts: list[Any], probe: Probe) -> bool:
     if probe.id == "baseline":
         return not one_run_alone(facts)
+    if probe.id == "common_steps":
+        return not no_common_steps(facts)
     if probe.id == "target_rerun":
         return any(getattr(f, "type", None) == "rerun_compare" and getattr(f, "role", None) == "target"
                    for f in facts)
@@ -653,8 +669,9 @@ def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: s
                reference_first: bool = False) -> dict | None:
     """The cheapest missing piece of evidence that best splits the belief over modes: for each
     probe, the mass of the modes its facts can confirm or exclude (via the pack's rules), valued
-    mass x (1 - mass) (an even split is worth most) per cost weight. With `reference_first` (a
-    belief from priors alone: nothing to compare with), the baseline's log comes first."""
+    mass x (1 - mass) (an even split is worth most) per cost weight. The reference comes before
+    anything measured against it: with `reference_first` (a belief from priors alone: nothing to
+    compare with) the baseline's log, and with two logs of no common step, an overlapping rerun."""
     from precdx.vocabulary import COST_LABELS, COST_LABELS_ZH
 
     total = sum(belief.values())
@@ -664,9 +681,10 @@ def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: s
     cost_weight = {"read": 1.0, "rerun": 2.0, "dump": 4.0, "long_run": 8.0, "cluster": 16.0}
     best = None
     idx = 1 if lang == "zh" else 0
+    first = "baseline" if reference_first else "common_steps" if no_common_steps(facts) else None
     for probe in _probes():
-        if probe.id == "baseline":
-            if reference_first:  # the reference comes before anything it is compared with
+        if probe.id in ("baseline", "common_steps"):
+            if probe.id == first:  # the reference comes before anything it is compared with
                 return {"id": probe.id, "action": probe.action[idx], "command": probe.command, "why": probe.why[idx],
                         "cost": probe.cost, "cost_label": (COST_LABELS_ZH if lang == "zh" else COST_LABELS)[probe.cost],
                         "modes": sorted(dist)}

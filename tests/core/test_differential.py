@@ -468,3 +468,36 @@ def test_a_nan_in_one_runs_own_curve_ranks_the_nan_modes_not_the_priors():
     assert d.split_step is None or d.split_step.id != "baseline"
     prof = dx.build_profile(list(_facts(*target_only)), [])
     assert prof.own == {"nan_overflow"} and prof.onset == "late" and not prof.symptoms
+
+
+def test_two_logs_with_no_common_step_get_priors_a_warning_and_an_overlapping_rerun(tmp_path):
+    """Two Megatron logs, the target's steps 5001-5020 and the baseline's 1-20: nothing compared.
+    The collector says so (both ranges, both files), the diagnosis ranks by prior and asks for an
+    overlapping rerun first."""
+    from tests.corpus.healthy import MEGATRON_LINE, loss_at
+
+    for side, offset in (("baseline", 0), ("target", 5000)):
+        (tmp_path / side).mkdir()
+        lines = [MEGATRON_LINE.format(sec=s % 60, s=s + offset, c=8 * s, loss=loss_at(s)) for s in range(1, 21)]
+        (tmp_path / side / "train.log").write_text("\n".join(lines) + "\n")
+    from precdx.pipeline import collect, discover
+
+    w = Warnings()
+    facts = collect(discover(target=tmp_path / "target", baseline=tmp_path / "baseline", warnings=w), w)
+    said = [item["message"] for item in w.items if "no step in common" in item["message"]]
+    assert said == ["run 'target' logs steps 5001-5020 and 'baseline' 1-20: no step in common, so their curves "
+                    "were not compared (log an overlapping range: rerun one side over the other's steps)"]
+    assert dx.no_common_steps(list(facts)) and not dx.one_run_alone(list(facts))
+    d = diagnose(facts, engine="python", warnings=w)
+    assert d.verdict == "inconclusive" and d.hypotheses
+    assert all(any(e.fact == "prior" and e.text.startswith("The two logs share no step") for e in h.evidence)
+               for h in d.hypotheses)
+    assert d.summary.startswith("Inconclusive: the two logs share no step")
+    assert d.split_step.id == "common_steps" and d.split_step.cost == "rerun"
+    # overlapping logs: no such warning, no such step
+    (tmp_path / "target" / "train.log").write_text("\n".join(
+        MEGATRON_LINE.format(sec=s % 60, s=s, c=8 * s, loss=loss_at(s, 0.001)) for s in range(1, 21)) + "\n")
+    w = Warnings()
+    facts = collect(discover(target=tmp_path / "target", baseline=tmp_path / "baseline", warnings=w), w)
+    assert not any("no step in common" in item["message"] for item in w.items)
+    assert not dx.no_common_steps(list(facts))

@@ -242,11 +242,22 @@ def collect_case(case: Case, warnings: Warnings) -> Iterable[Fact]:
             warnings.add(f"run '{run.name}': log parsed but holds no training points", path=str(run.root))
             continue
         series[run.name] = s
-    yield from facts_for(series.values())
+    yield from facts_for(series.values(), warnings)
 
 
-def facts_for(all_series: Iterable[StepSeries]) -> Iterable[Fact]:
-    """Facts of already-built series (roles and groups taken from the series)."""
+def _disjoint(t: StepSeries, b: StepSeries, compared: Fact, warnings: Warnings | None) -> None:
+    """Two logs with training points but no step in common: said in the warnings (the verdict can
+    only say that nothing was compared)."""
+    if warnings is None or getattr(compared, "steps_compared", 1) or not len(t) or not len(b):
+        return
+    warnings.add(f"run '{t.run}' logs steps {int(t.steps[0])}-{int(t.steps[-1])} and '{b.run}' "
+                 f"{int(b.steps[0])}-{int(b.steps[-1])}: no step in common, so their curves were not compared "
+                 f"(log an overlapping range: rerun one side over the other's steps)", path=emit._src(t, b))
+
+
+def facts_for(all_series: Iterable[StepSeries], warnings: Warnings | None = None) -> Iterable[Fact]:
+    """Facts of already-built series (roles and groups taken from the series); `warnings` is told
+    of two logs with no step in common."""
     runs = list(all_series)
     for s in runs:
         yield from emit.series_facts(s)
@@ -269,7 +280,10 @@ def facts_for(all_series: Iterable[StepSeries]) -> Iterable[Fact]:
     if baseline is not None:
         for role in ("target", "target_rerun"):
             for s in by_role.get(role, []):
-                yield from emit.compare_facts(s, baseline, noise)
+                for fact in emit.compare_facts(s, baseline, noise):
+                    if fact.type == "loss_compare":
+                        _disjoint(s, baseline, fact, warnings)
+                    yield fact
                 lr = emit.lr_fact(s, baseline)
                 if lr is not None:
                     yield lr
