@@ -265,6 +265,10 @@ SCOPES = {
     "fp16": (0.35, "fp16 training with a dynamic loss scale", "fp16 训练（动态 loss scale）"),
     "multi_card": (1.0, "a job on several cards", "多卡任务"),
 }
+# the catalogue question (facts/core.py OBSERVATIONS) whose answer settles a scope the artefacts
+# leave unknown; the planner asks it when the answer would move the ranking
+SCOPE_QUESTIONS = {"moe": "model_is_moe", "fp16": "trains_in_fp16", "sequence_parallel": "sequence_parallel_on",
+                   "multi_card": "several_cards"}
 _MOE_NAME = re.compile(r"(?i)(^|[._])(moe|experts?|router)([._]|$)")
 _PARALLEL_SIZES = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                    "expert_model_parallel_size", "data_parallel_size", "world_size")
@@ -374,6 +378,13 @@ def read_scopes(facts: list[Any]) -> dict[str, ScopeReading]:
         out["multi_card"] = ScopeReading(False, "world_size 1")
     else:
         out["multi_card"] = ScopeReading(None)
+    # what a person answered settles what the artefacts leave unknown (they win where they tell)
+    answered = {getattr(f, "name", None): getattr(f, "value", None) for f in facts
+                if getattr(f, "type", None) == "observation"}
+    for scope, question in SCOPE_QUESTIONS.items():
+        value = answered.get(question)
+        if isinstance(value, bool) and out[scope].present is None:
+            out[scope] = ScopeReading(value, "as answered")
     return out
 
 

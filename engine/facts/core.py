@@ -90,6 +90,19 @@ OBSERVATIONS: dict[str, tuple[str, str, str]] = {
     "loss_plateau_suspicious": (
         "bool", "Does the loss flatten at a suspicious value (about ln(vocabulary size), ln 2, or exactly 0)?",
         "loss 是否停在可疑的值上（约 ln(词表大小)、ln 2 或恰好为 0）？"),
+    # what kind of job it is, where the artefacts do not tell (the differential's scopes)
+    "model_is_moe": (
+        "bool", "Is the model a mixture-of-experts (MoE) model, a router sending each token to some experts?",
+        "模型是否为 MoE（混合专家）模型，由 router 把每个 token 分给部分专家？"),
+    "trains_in_fp16": (
+        "bool", "Does the target train in fp16 with a dynamic loss scale (rather than in bf16)?",
+        "目标侧是否以 fp16（动态 loss scale）而非 bf16 训练？"),
+    "sequence_parallel_on": (
+        "bool", "Is sequence parallelism on, with a tensor-parallel size above 1?",
+        "是否开启了序列并行，且张量并行（TP）大于 1？"),
+    "several_cards": (
+        "bool", "Does the job run on more than one card?",
+        "任务是否在多张卡上运行？"),
 }
 
 

@@ -28,6 +28,10 @@ OBSERVATION_COST: dict[str, str] = {
     "generation_never_stops": "read",
     "wrong_first_token": "read",
     "loss_plateau_suspicious": "read",
+    "model_is_moe": "read",
+    "trains_in_fp16": "read",
+    "sequence_parallel_on": "read",
+    "several_cards": "read",
 }
 DEFAULT_OBSERVATION_COST = "rerun"
 

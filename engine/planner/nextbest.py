@@ -157,6 +157,11 @@ def _asked_names(pack: CompiledPack) -> dict[str, set[str]]:
                     tested.update(t.value)
             for name in (tested or set(OBSERVATIONS)) & set(OBSERVATIONS):
                 names.setdefault(name, set()).add(rule.id)
+    # the questions that settle a scope of the differential (what kind of job it is)
+    from precdx.differential import SCOPE_QUESTIONS
+
+    for name in SCOPE_QUESTIONS.values():
+        names.setdefault(name, set()).add("DIFFERENTIAL")
     return names
 
 

@@ -501,3 +501,31 @@ def test_two_logs_with_no_common_step_get_priors_a_warning_and_an_overlapping_re
     facts = collect(discover(target=tmp_path / "target", baseline=tmp_path / "baseline", warnings=w), w)
     assert not any("no step in common" in item["message"] for item in w.items)
     assert not dx.no_common_steps(list(facts))
+
+
+def test_a_scope_question_settles_what_the_artefacts_leave_unknown():
+    """'Is the model MoE?' answered: the scope is read from the answer when nothing collected tells,
+    and the collected facts win where they do; the planner weighs the question when a scoped mode
+    is in play."""
+    from precdx.planner.nextbest import plan
+
+    def said(name: str, value: bool) -> dict:
+        return {"type": "observation", "name": name, "value": value}
+
+    assert _scopes(said("model_is_moe", True))["moe"] == dx.ScopeReading(True, "as answered")
+    assert _scopes(said("model_is_moe", False))["moe"].present is False
+    assert _scopes(said("trains_in_fp16", True))["fp16"].present is True
+    assert _scopes(said("sequence_parallel_on", False))["sequence_parallel"].present is False
+    assert _scopes(said("several_cards", False))["multi_card"].present is False
+    # the config read says 64 experts: an answer of "no" does not overrule it
+    assert _scopes(said("model_is_moe", False), *_both("num_experts", "64"))["moe"].basis == "num_experts 64"
+    gap = loss(first_step_rel_err=0.0002, mean_rel_err=0.03, mean_signed_rel_err=0.03, mean_rel_err_early=0.01,
+               mean_rel_err_late=0.012, first_departed_step=60)
+    mode = "numerics.moe_router_precision"
+    yes = next(h.score for h in _diag(gap, said("model_is_moe", True)).hypotheses if h.failure_mode == mode)
+    assert yes > 0.2 and mode not in {h.failure_mode for h in _diag(gap, said("model_is_moe", False)).hypotheses}
+    asked = {s.id: s for s in plan(_facts(*RUNS, gap), limit=None, kinds=("question",))}
+    assert "model_is_moe" in asked and asked["model_is_moe"].gain > 0 and asked["model_is_moe"].cost == "read"
+    # once answered, or known from the config, it is not asked
+    for known in ([said("model_is_moe", False)], _both("num_experts", "64")):
+        assert "model_is_moe" not in {s.id for s in plan(_facts(*RUNS, gap, *known), limit=None, kinds=("question",))}

@@ -23,7 +23,12 @@ def _observation_names(rule) -> set[str]:
 
 
 def test_every_observation_is_read_by_a_rule():
-    read: set[str] = set()
+    """... or by the symptom differential, for the questions that settle a scope (what kind of job
+    it is: MoE, fp16, sequence parallelism, several cards)."""
+    from precdx.differential import SCOPE_QUESTIONS
+
+    read: set[str] = set(SCOPE_QUESTIONS.values())
+    assert read <= set(OBSERVATIONS)
     for entry in load_rules(None):
         rule = getattr(entry, "rule", entry)
         read |= _observation_names(rule)
