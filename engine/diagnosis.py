@@ -67,8 +67,9 @@ class Hypothesis(BaseModel):
     evidence: list[Evidence]
     next_steps: list[NextStep]
     references: list[str]
-    grade: Literal["symptom", "checklist", "localised", "confirmed"] = Field(
-        "symptom", description="strongest kind of evidence behind it: symptom only (the symptom differential), "
+    grade: Literal["prior", "symptom", "checklist", "localised", "confirmed"] = Field(
+        "symptom", description="strongest kind of evidence behind it: prior only (nothing was measured: one "
+                               "run alone, or two logs with no step in common), symptom only (the symptom differential), "
                                "checklist (a configuration / environment difference), localised (a dump, "
                                "rerun or monitor points at it), confirmed (a rerun that flips one switch)")
 
@@ -347,7 +348,7 @@ def _weight(rule: CompiledRule, bound: dict[str, Fact]) -> float:
 # ---------------------------------------------------------------- diagnose
 _STAGE_GRADE = {"symptom": "symptom", "checklist": "checklist", "reproduce": "localised",
                 "localise": "localised", "confirm": "confirmed"}
-_GRADE_ORDER = ("symptom", "checklist", "localised", "confirmed")
+_GRADE_ORDER = ("prior", "symptom", "checklist", "localised", "confirmed")
 DIFFERENTIAL_RULE = "DIFFERENTIAL"
 PROCEDURE_RULE = "PROCEDURE-ORDER"
 MECHANISM_RULE = "MECHANISM"
@@ -569,7 +570,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
         steps: list[NextStep] = []
         seen_steps: set[str] = set()
         refs: list[str] = []
-        grade = "symptom"
+        grade = "prior" if prior_only else "symptom"
         for rr in rule_refs:
             if not rr.supports:
                 continue
@@ -579,7 +580,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
                 continue
             if rr.id == MECHANISM_RULE:
                 evidence.extend(mech_evidence.get(ms.mode, []))
-                if grade == "symptom":
+                if grade in ("prior", "symptom"):
                     grade = "checklist"
                 continue
             rule = by_id[rr.id]
@@ -660,9 +661,10 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
         engine=matcher.name, rule_pack=pack.version, lang=lang)
 
 
-GRADE_LABELS = {"en": {"symptom": "symptoms only", "checklist": "checklist", "localised": "localised",
-                        "confirmed": "confirmed"},
-                "zh": {"symptom": "仅症状", "checklist": "检查清单", "localised": "已定位", "confirmed": "已确认"}}
+GRADE_LABELS = {"en": {"prior": "prior only", "symptom": "symptoms only", "checklist": "checklist",
+                       "localised": "localised", "confirmed": "confirmed"},
+                "zh": {"prior": "仅先验", "symptom": "仅症状", "checklist": "检查清单", "localised": "已定位",
+                       "confirmed": "已确认"}}
 
 
 def grade_label(grade: str, lang: str = "en") -> str:
@@ -842,7 +844,7 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
     established = sorted((profile.symptoms if profile is not None else set()) & set(MISALIGNING))
     top_mis = next((h for h in hypotheses if h.verdict == "misaligned"), None)
     if established:
-        named = top_mis is not None and top_mis.grade != "symptom" and top_mis.score >= MISALIGNED_THRESHOLD
+        named = top_mis is not None and top_mis.grade not in ("prior", "symptom") and top_mis.score >= MISALIGNED_THRESHOLD
         text = ("曲线、NaN 计数、grad norm 或重跑超出容差：" if zh else
                 "The curves, NaN counts, grad norms or reruns differ beyond tolerance: ") + ", ".join(established)
         if not named:
@@ -946,7 +948,7 @@ def _summary(verdict: str, hyps: list[Hypothesis], symptoms: list[Symptom], lang
         return ("证据不足，无法定位；请补充日志、配置或 dump。" if zh
                 else "Inconclusive: not enough evidence to name a cause; add logs, configs or dumps.")
     top = hyps[0]
-    undetermined = top.grade == "symptom"
+    undetermined = top.grade in ("prior", "symptom")
     prior = next((e for e in top.evidence if e.fact == "prior"), None)
     if undetermined and verdict == "inconclusive" and prior is not None:
         names = ", ".join(h.failure_mode for h in hyps[:3] if any(e.fact == "prior" for e in h.evidence))

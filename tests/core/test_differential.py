@@ -420,7 +420,7 @@ def test_one_run_alone_gets_a_prior_differential_and_the_baseline_as_its_split_s
                     "has_log": True},)
     d = diagnose(_facts(*target_only), engine="python", warnings=Warnings())
     assert d.verdict == "inconclusive"
-    assert d.hypotheses and all(h.score <= dx.PRIOR_CAP and h.grade == "symptom" for h in d.hypotheses)
+    assert d.hypotheses and all(h.score <= dx.PRIOR_CAP and h.grade == "prior" for h in d.hypotheses)
     assert all(any(e.fact == "prior" and "Nothing to compare with" in e.text for e in h.evidence) for h in d.hypotheses)
     scores = [h.score for h in d.hypotheses]
     assert scores == sorted(scores, reverse=True)
