@@ -269,6 +269,7 @@ SCOPES = {
 # leave unknown; the planner asks it when the answer would move the ranking
 SCOPE_QUESTIONS = {"moe": "model_is_moe", "fp16": "trains_in_fp16", "sequence_parallel": "sequence_parallel_on",
                    "multi_card": "several_cards"}
+_EXPERT_COUNT = re.compile(r"(?i)(num_?(local_|routed_)?experts|experts?_?num|n_routed_experts)$")
 _MOE_NAME = re.compile(r"(?i)(^|[._])(moe|experts?|router)([._]|$)")
 _PARALLEL_SIZES = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                    "expert_model_parallel_size", "data_parallel_size", "world_size")
@@ -310,27 +311,31 @@ def read_scopes(facts: list[Any]) -> dict[str, ScopeReading]:
         return bool(read_roles) and read_roles <= set(values.get(name, {}))
 
     out: dict[str, ScopeReading] = {}
-    # MoE: an expert count above one, a differing router setting, or an expert/router API in a dump
-    experts = numbers("num_experts")
+    # MoE: an expert count above one (under any key that names one: num_experts and its aliases,
+    # a nested expert_num), an expert-parallel size above one, a MoE config difference, or an
+    # expert/router API in a dump. (Not a router top-k: Megatron prints moe_router_topk 2 for
+    # dense models too.)
+    counts = [(getattr(f, "name", ""), n) for name, by_role in values.items() if _EXPERT_COUNT.search(name)
+              for fs in by_role.values() for f in fs if (n := number(f)) is not None]
+    ep = numbers("expert_model_parallel_size")
     moe_api = next((api for f in facts if getattr(f, "type", None) in ("first_divergence", "first_nan",
                                                                          "nondeterministic_api")
                     for api in (getattr(f, "api_name", None), getattr(f, "module", None))
                     if isinstance(api, str) and _MOE_NAME.search(api)), None)
     moe_diff = next((getattr(f, "name", "") for f in facts if getattr(f, "type", None) == "config_diff"
-                     and str(getattr(f, "name", "")).startswith(("num_experts", "moe_"))), None)
-    # (a bare `top_k` is also a sampling setting: only a key that says experts or moe counts)
-    topk = [n for fs in values.get("moe_router_topk", {}).values() for f in fs
-            if re.search(r"(?i)expert|moe", str(getattr(f, "raw_name", None) or f.name)) and (n := number(f)) is not None]
-    if any(n > 1 for n in experts):
-        out["moe"] = ScopeReading(True, f"num_experts {max(experts):g}")
-    elif any(n >= 1 for n in topk) and not experts:
-        out["moe"] = ScopeReading(True, f"moe_router_topk {max(topk):g}")
+                     and (_EXPERT_COUNT.search(str(getattr(f, "name", ""))) or str(getattr(f, "name", "")).startswith("moe_"))),
+                    None)
+    if any(n > 1 for _, n in counts):
+        name, n = max(counts, key=lambda c: c[1])
+        out["moe"] = ScopeReading(True, f"{name} {n:g}")
+    elif any(n > 1 for n in ep):
+        out["moe"] = ScopeReading(True, f"expert_model_parallel_size {max(ep):g}")
     elif moe_diff:
         out["moe"] = ScopeReading(True, f"config difference {moe_diff}")
     elif moe_api:
         out["moe"] = ScopeReading(True, f"dumped API {moe_api}")
-    elif experts and all(n <= 1 for n in experts):
-        out["moe"] = ScopeReading(False, f"num_experts {max(experts):g}")
+    elif counts:
+        out["moe"] = ScopeReading(False, f"{counts[0][0]} {max(n for _, n in counts):g}")
     elif read_roles and any(getattr(f, "category", None) == "model" for by_role in values.values()
                             for fs in by_role.values() for f in fs):
         out["moe"] = ScopeReading(False, "the model settings read name no experts")

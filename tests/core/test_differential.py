@@ -323,9 +323,13 @@ def test_scopes_are_read_from_config_values_dumps_and_logs():
     assert dense["moe"].present is False and "no experts" in dense["moe"].basis
     assert _scopes(*_both("num_experts", "8"))["moe"].present is True
     assert _scopes(*_both("num_experts", "1"))["moe"].present is False
-    assert _scopes(*_both("moe_router_topk", "2"))["moe"].present is True  # (Mixtral: num_experts_per_tok)
-    sampling = [{**f, "raw_name": "top_k"} for f in _both("moe_router_topk", "50")]
-    assert _scopes(*sampling)["moe"].present is not True  # a sampling top_k is no router
+    # Megatron prints moe_router_topk 2 for a dense model too (and no num_experts): not a MoE
+    assert _scopes(*_both("moe_router_topk", "2"))["moe"].present is False
+    # an expert count under a key of its own (a nested MindFormers-style setting), or EP > 1
+    nested = _both("moe_config.expert_num", "8")
+    assert _scopes(*nested)["moe"] == dx.ScopeReading(True, "moe_config.expert_num 8")
+    assert _scopes(*_both("expert_model_parallel_size", "4", "parallel"))["moe"].present is True
+    assert _scopes(*_both("expert_model_parallel_size", "1", "parallel"))["moe"].present is None
     # an expert API in a dump says MoE even without a config
     fd = {"type": "first_divergence", "run": "target", "role": "target", "against": "baseline", "step": 0,
           "rank": 0, "api": "Module.layers.3.mlp.experts.gate_up.forward.0", "api_name": "Module.layers.3.mlp.experts",
