@@ -502,6 +502,10 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
 
     # the symptom differential: every established symptom yields a ranked list of modes
     profile = dx.build_profile(fact_list, symptom_evidence.keys())
+    for scope, reading in profile.scopes.items():
+        if reading.answered is not None:
+            warnings.add(f"'{dx.SCOPE_QUESTIONS[scope]}' was answered {'yes' if reading.answered else 'no'}, but "
+                         f"{reading.basis} says otherwise; what the artefacts say is used", source="diagnosis")
     diff_entries = dx.differential(profile, kb)
     # nothing measured: one run alone, or two logs with no step in common. The modes by prior, and
     # the missing reference (the baseline's log, an overlapping rerun) as the step that splits them.

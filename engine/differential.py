@@ -281,6 +281,7 @@ class ScopeReading:
 
     present: bool | None
     basis: str = ""
+    answered: bool | None = None   # what a person answered, when it contradicts what the artefacts say
 
 
 def read_scopes(facts: list[Any]) -> dict[str, ScopeReading]:
@@ -390,6 +391,8 @@ def read_scopes(facts: list[Any]) -> dict[str, ScopeReading]:
         value = answered.get(question)
         if isinstance(value, bool) and out[scope].present is None:
             out[scope] = ScopeReading(value, "as answered")
+        elif isinstance(value, bool) and value != out[scope].present:
+            out[scope] = ScopeReading(out[scope].present, out[scope].basis, answered=value)
     return out
 
 

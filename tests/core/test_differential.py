@@ -521,8 +521,13 @@ def test_a_scope_question_settles_what_the_artefacts_leave_unknown():
     assert _scopes(said("trains_in_fp16", True))["fp16"].present is True
     assert _scopes(said("sequence_parallel_on", False))["sequence_parallel"].present is False
     assert _scopes(said("several_cards", False))["multi_card"].present is False
-    # the config read says 64 experts: an answer of "no" does not overrule it
-    assert _scopes(said("model_is_moe", False), *_both("num_experts", "64"))["moe"].basis == "num_experts 64"
+    # the config read says 64 experts: an answer of "no" does not overrule it, and is named
+    r = _scopes(said("model_is_moe", False), *_both("num_experts", "64"))["moe"]
+    assert (r.present, r.basis, r.answered) == (True, "num_experts 64", False)
+    w = Warnings()
+    diagnose(_facts(*RUNS, said("model_is_moe", False), *_both("num_experts", "64")), engine="python", warnings=w)
+    assert ["'model_is_moe' was answered no, but num_experts 64 says otherwise; what the artefacts say is used"] == [
+        i["message"] for i in w.items if "model_is_moe" in i["message"]]
     gap = loss(first_step_rel_err=0.0002, mean_rel_err=0.03, mean_signed_rel_err=0.03, mean_rel_err_early=0.01,
                mean_rel_err_late=0.012, first_departed_step=60)
     mode = "numerics.moe_router_precision"
