@@ -529,8 +529,10 @@ def without_reference(facts: list[Any]) -> bool:
 
 
 def no_common_steps(facts: list[Any]) -> bool:
-    """Both logs hold training points but no step in common: the curves could not be compared."""
-    return any(getattr(f, "type", None) == "loss_compare" and not getattr(f, "steps_compared", 0)
+    """The target's and the baseline's logs hold training points but no step in common: the curves
+    could not be compared (a rerun's comparison does not count: the target's is the one)."""
+    return any(getattr(f, "type", None) == "loss_compare" and getattr(f, "role", None) == "target"
+               and not getattr(f, "steps_compared", 0)
                and getattr(f, "run_last_step", None) is not None and getattr(f, "against_last_step", None) is not None
                for f in facts)
 
