@@ -59,6 +59,21 @@ def test_every_canonical_entry_has_a_presentation(kb, canonical):
             assert not CJK.search(pres.note.en) and CJK.search(pres.note.zh), mode_id
 
 
+# what a presentation's note says of the jobs a mode occurs in, and the scope that says it in a
+# form the differential reads (differential.SCOPES)
+SCOPE_WORDS = {"moe": r"\bMoE\b", "multi_card": r"(?i)multi-card", "fp16": r"(?i)\bfp16 runs only",
+               "sequence_parallel": r"(?i)only with sequence parallelism"}
+
+
+def test_a_note_that_limits_the_jobs_has_the_scope(kb):
+    for mid, entry in kb.items():
+        pres = getattr(entry, "presentation", None)
+        note = pres.note.en if pres is not None and pres.note is not None else ""
+        for scope, words in SCOPE_WORDS.items():
+            if re.search(words, note):
+                assert pres.scope == scope, f"{mid}: the note limits it to {scope} jobs but scope is {pres.scope}"
+
+
 def test_extra_entries_are_marked_non_canonical(kb, canonical):
     for kb_id, entry in kb.items():
         assert entry.canonical == (kb_id in canonical), kb_id
