@@ -289,7 +289,7 @@ def read_scopes(facts: list[Any]) -> dict[str, ScopeReading]:
     values: dict[str, dict[str, list[Any]]] = {}   # config name -> role -> config_value facts
     for f in facts:
         if getattr(f, "type", None) == "config_value":
-            values.setdefault(getattr(f, "name", ""), {}).setdefault(getattr(f, "role", ""), []).append(f)
+            values.setdefault(str(getattr(f, "name", None) or ""), {}).setdefault(getattr(f, "role", ""), []).append(f)
     read_roles = {r for by_role in values.values() for r in by_role}
 
     def number(f: Any) -> float | None:
@@ -316,7 +316,7 @@ def read_scopes(facts: list[Any]) -> dict[str, ScopeReading]:
     # a nested expert_num), an expert-parallel size above one, a MoE config difference, or an
     # expert/router API in a dump. (Not a router top-k: Megatron prints moe_router_topk 2 for
     # dense models too.)
-    counts = [(getattr(f, "name", ""), n) for name, by_role in values.items() if _EXPERT_COUNT.search(name)
+    counts = [(name, n) for name, by_role in values.items() if _EXPERT_COUNT.search(name)
               for fs in by_role.values() for f in fs if (n := number(f)) is not None]
     ep = numbers("expert_model_parallel_size")
     moe_api = next((api for f in facts if getattr(f, "type", None) in ("first_divergence", "first_nan",
