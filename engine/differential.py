@@ -259,11 +259,11 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
 # whose scope is unknown keeps that scope's share of jobs (an expert estimate, like the priors).
 SCOPE_ABSENT = 0.08
 SCOPES = {
-    # scope: (share of jobs when unknown, English and Chinese name of what it needs)
-    "moe": (0.4, "a mixture-of-experts model", "MoE（混合专家）模型"),
-    "sequence_parallel": (0.35, "sequence parallelism with TP > 1", "开启序列并行且 TP > 1"),
-    "fp16": (0.35, "fp16 training with a dynamic loss scale", "fp16 训练（动态 loss scale）"),
-    "multi_card": (1.0, "a job on several cards", "多卡任务"),
+    # scope: (share of jobs when unknown, what it needs in English and Chinese)
+    "moe": (0.4, "the model is a mixture of experts", "模型为 MoE（混合专家）"),
+    "sequence_parallel": (0.35, "sequence parallelism is on with TP > 1", "开启序列并行且 TP > 1"),
+    "fp16": (0.35, "training runs in fp16 with a dynamic loss scale", "以 fp16（动态 loss scale）训练"),
+    "multi_card": (1.0, "the job runs on several cards", "任务在多张卡上运行"),
 }
 # the catalogue question (facts/core.py OBSERVATIONS) whose answer settles a scope the artefacts
 # leave unknown; the planner asks it when the answer would move the ranking
@@ -414,11 +414,11 @@ def describe_scope(scope: str | None, prof: "Profile", lang: str = "en") -> str:
     reading = prof.scopes.get(scope) or ScopeReading(None)
     if lang == "zh":
         if reading.present is None:
-            return f"仅适用于{zh}；现有材料无法判断是否如此，按一般比例计。"
-        return f"仅适用于{zh}；材料显示{'是' if reading.present else '不是'}（{reading.basis}）。"
+            return f"仅当{zh}时适用；现有材料无法判断是否如此，按一般比例计。"
+        return f"仅当{zh}时适用；材料显示{'如此' if reading.present else '并非如此'}（{reading.basis}）。"
     if reading.present is None:
-        return f"Only in {en}; nothing read tells whether this job is one, so it counts at the usual share."
-    return f"Only in {en}; the facts say this job {'is' if reading.present else 'is not'} one ({reading.basis})."
+        return f"Applies only when {en}; nothing read tells whether it does here, so it counts at the usual share."
+    return f"Applies only when {en}; the facts say it {'does' if reading.present else 'does not'} here ({reading.basis})."
 
 
 _MAG_ORDER = ("none", "noise", "small", "large")

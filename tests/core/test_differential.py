@@ -376,10 +376,11 @@ def test_a_mode_outside_the_jobs_scope_leaves_the_differential_and_an_unknown_sc
     unknown = _diag(gap)
     assert weight(moe) > 0.2 and weight(unknown) < weight(moe) and weight(dense) == 0.0
     h = next(h for h in moe.hypotheses if h.failure_mode == mode)
-    assert any("the facts say this job is one (num_experts 64)" in e.text for e in h.evidence)
+    assert any("Applies only when the model is a mixture of experts; the facts say it does here (num_experts 64)"
+               in e.text for e in h.evidence)
     zh = _diag(gap, *_both("num_experts", "64"), lang="zh")
     h = next(h for h in zh.hypotheses if h.failure_mode == mode)
-    assert any("仅适用于MoE" in e.text and "材料显示是" in e.text for e in h.evidence)
+    assert any("仅当模型为 MoE（混合专家）时适用" in e.text and "材料显示如此" in e.text for e in h.evidence)
 
 
 def test_scope_vocabulary_is_one_list():
@@ -409,8 +410,8 @@ def test_scope_factor_on_a_synthetic_presentation():
     full = dx.score_mode(pres, known)
     assert dx.score_mode(pres, base) == pytest.approx(full * dx.SCOPES["moe"][0])
     assert dx.score_mode(pres, out) == pytest.approx(full * dx.SCOPE_ABSENT)
-    assert "nothing read tells whether this job is one" in dx.describe_scope("moe", base)
-    assert "is not one (num_experts 1)" in dx.describe_scope("moe", out)
+    assert "nothing read tells whether it does here" in dx.describe_scope("moe", base)
+    assert "the facts say it does not here (num_experts 1)" in dx.describe_scope("moe", out)
     assert "无法判断" in dx.describe_scope("moe", base, "zh")
     assert dx.describe_scope(None, base) == "" and dx.scope_factor(None, base) == 1.0
 
