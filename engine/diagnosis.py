@@ -95,6 +95,8 @@ class VerdictBasis(BaseModel):
 
 class Profile(BaseModel):
     symptoms: list[str]
+    own: list[str] = Field(default_factory=list, description="symptoms seen in the target's own curve with "
+                                                             "nothing to compare it with (one run alone)")
     runs: str | None = None
     onset: str | None = None
     step1_magnitude: str | None = None
@@ -655,7 +657,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     belief = {h.failure_mode: h.score for h in hypotheses if h.verdict == "misaligned"}
     split = dx.split_step(fact_list, pack, belief, lang=lang, reference_first=prior_why == "alone") \
         if verdict != "aligned" else None
-    prof_out = Profile(symptoms=sorted(profile.symptoms), runs=profile.runs, onset=profile.onset,
+    prof_out = Profile(symptoms=sorted(profile.symptoms), own=sorted(profile.own), runs=profile.runs, onset=profile.onset,
                        step1_magnitude=profile.step1_magnitude, error_shape=profile.error_shape, text=profile_text)
     return Diagnosis(
         verdict=verdict, summary=_summary(verdict, hypotheses, symptoms, lang, basis), symptoms=symptoms,

@@ -158,7 +158,7 @@ def _open_with_differential(diag, facts: FactSet, *, lang: str, engine: str, rul
         if diag.split_step.command:
             echo(f"      $ {diag.split_step.command}")
         return
-    if diag.profile is not None and diag.profile.symptoms and diag.hypotheses:
+    if diag.profile is not None and (diag.profile.symptoms or diag.profile.own) and diag.hypotheses:
         echo(L["differential"].format(profile=diag.profile.text))
         for h in diag.hypotheses[:5]:
             echo(f"  {h.score:.2f}  {h.failure_mode}")

@@ -473,6 +473,7 @@ def test_a_nan_in_one_runs_own_curve_ranks_the_nan_modes_not_the_priors():
     assert d.split_step is None or d.split_step.id != "baseline"
     prof = dx.build_profile(list(_facts(*target_only)), [])
     assert prof.own == {"nan_overflow"} and prof.onset == "late" and not prof.symptoms
+    assert d.profile.own == ["nan_overflow"] and d.profile.symptoms == []  # (in the JSON too)
 
 
 def test_two_logs_with_no_common_step_get_priors_a_warning_and_an_overlapping_rerun(tmp_path):
