@@ -886,9 +886,15 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
         if tooling is not None:
             return "inconclusive", VerdictBasis(kind="none", text=(
                 "工具自身影响了结果" if zh else "The tooling itself affects the result: ") + tooling.failure_mode)
-        return "inconclusive", VerdictBasis(kind="none", text=(
-            "没有可比较的训练曲线" if zh else "No training curves were compared (no common steps)"),
-            missing=["two training logs (baseline and target) with at least a few common steps"])
+        if lc is None:
+            text = ("没有可比较的训练曲线（两侧的训练日志不全）" if zh else
+                    "No training curves were compared (the case lacks a training log on one side or both)")
+        else:
+            text = ("没有可比较的训练曲线（两份日志没有共同 step）" if zh else
+                    "No training curves were compared (the two logs share no step)")
+        return "inconclusive", VerdictBasis(kind="none", text=text, missing=[
+            "两侧训练日志（baseline 与 target），且至少有几个共同 step" if zh else
+            "two training logs (baseline and target) with at least a few common steps"])
     n = getattr(lc, "steps_compared", 0) or 0
     band = getattr(lc, "noise_band", None)
     within = getattr(lc, "within_noise_band", None)
@@ -951,6 +957,11 @@ def _summary(verdict: str, hyps: list[Hypothesis], symptoms: list[Symptom], lang
         if verdict == "misaligned":
             return ("精度不对齐，原因尚未确定" if zh else "Misaligned — cause not yet determined") + (
                 f"；症状：{sym}" if zh and sym else f"; symptoms: {sym}" if sym else "")
+        if basis is not None and basis.kind == "none" and basis.text:
+            # say what was missing rather than a generic request
+            need = "；".join(basis.missing) if zh else "; ".join(basis.missing)
+            return (f"无法定论：{basis.text}，尚无可指认的原因" + (f"；需要：{need}。" if need else "。") if zh else
+                    f"Inconclusive: {basis.text}, and no cause is indicated yet" + (f"; needed: {need}." if need else "."))
         return ("证据不足，无法定位；请补充日志、配置或 dump。" if zh
                 else "Inconclusive: not enough evidence to name a cause; add logs, configs or dumps.")
     top = hyps[0]

@@ -540,3 +540,17 @@ def test_a_scope_question_settles_what_the_artefacts_leave_unknown():
     # once answered, or known from the config, it is not asked
     for known in ([said("model_is_moe", False)], _both("num_experts", "64")):
         assert "model_is_moe" not in {s.id for s in plan(_facts(*RUNS, gap, *known), limit=None, kinds=("question",))}
+
+
+def test_an_inconclusive_answer_without_a_cause_says_what_is_missing():
+    """No hypothesis and no curves compared: the summary says which (no log on a side, or logs
+    without a common step) and what is needed, instead of a generic request."""
+    rerun = {"type": "rerun_compare", "role": "target", "run": "target", "rerun": "target_rerun", "steps_compared": 20,
+             "identical": True, "first_step_identical": True, "max_rel_diff": 0.0, "mean_rel_diff": 0.0}
+    d = _diag(rerun)
+    assert d.verdict == "inconclusive" and not d.hypotheses
+    assert d.summary == ("Inconclusive: No training curves were compared (the case lacks a training log on one side "
+                         "or both), and no cause is indicated yet; needed: two training logs (baseline and target) "
+                         "with at least a few common steps.")
+    zh = _diag(rerun, lang="zh")
+    assert zh.summary.startswith("无法定论：没有可比较的训练曲线（两侧的训练日志不全）") and "需要：" in zh.summary
