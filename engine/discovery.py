@@ -45,6 +45,17 @@ def discover_case(case_dir: str | Path, *, warnings: Warnings | None = None,
         if role:
             found[role].append(child)
     missing = [r for r in ("baseline", "target") if not found[r]]
+    if missing == ["baseline"]:
+        warnings = warnings if warnings is not None else Warnings()
+        # a case folder that holds the target alone is what people often bring: one run, read on
+        # its own (its own curve's health, priors, the baseline's log as the step that splits them)
+        warnings.add("no baseline/ sub-folder: target/ is diagnosed on its own (add baseline/ to compare the two)",
+                     path=str(root))
+        case = discover_runs(target=found["target"][0], baseline=None, target_reruns=found["target_rerun"],
+                             warnings=warnings, collectors=collectors, _names_from_folders=True)
+        case.root = root
+        _label_declared_logs(case, warnings)
+        return case
     if missing:
         present = ", ".join(sorted(p.name for p in root.iterdir() if p.is_dir())) or "none"
         raise PrecdxError(

@@ -122,12 +122,21 @@ def test_not_a_case_missing_folder_and_empty_run_are_clear_errors(tmp_path):
     (tmp_path / "f.txt").write_text("x")
     with pytest.raises(PrecdxError, match="not a folder"):
         discover_case(tmp_path / "f.txt")
+    (tmp_path / "c0" / "baseline").mkdir(parents=True)
+    with pytest.raises(PrecdxError, match="no target/ sub-folder") as err:
+        discover_case(tmp_path / "c0")
+    assert "baseline" in err.value.hint
     (tmp_path / "c1" / "target").mkdir(parents=True)
-    with pytest.raises(PrecdxError, match="no baseline/ sub-folder") as err:
+    with pytest.raises(PrecdxError, match="target run folder is empty"):
         discover_case(tmp_path / "c1")
-    assert "target" in err.value.hint
-    (tmp_path / "c1" / "baseline").mkdir()
     (tmp_path / "c1" / "target" / "env.txt").write_text(ENV)
+    # the target alone: read on its own, and said so
+    w = Warnings()
+    case = discover_case(tmp_path / "c1", warnings=w)
+    assert [r.role for r in case.runs] == ["target"]
+    assert [i["message"] for i in w.items] == [
+        "no baseline/ sub-folder: target/ is diagnosed on its own (add baseline/ to compare the two)"]
+    (tmp_path / "c1" / "baseline").mkdir()
     with pytest.raises(PrecdxError, match="baseline run folder is empty"):
         discover_case(tmp_path / "c1")
     with pytest.raises(PrecdxError, match="target run folder does not exist"):
