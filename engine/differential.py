@@ -74,7 +74,7 @@ class Profile:
     own: set[str] = field(default_factory=set)  # seen in the target's own curve, with nothing to compare it with
 
     def secondary(self, symptom: str) -> bool:
-        return bool(SECONDARY.get(symptom, set()) & self.symptoms)
+        return bool(SECONDARY.get(symptom, set()) & (self.symptoms | self.own))
 
     def describe(self, lang: str = "en") -> str:
         idx = 1 if lang == "zh" else 0
@@ -472,11 +472,12 @@ def differential(prof: Profile, kb: dict[str, Any]) -> list[DifferentialEntry]:
     """Modes ranked by how well their presentation explains the profile; empty when the case
     shows no misaligning symptom."""
     cap = DIFFERENTIAL_CAP
-    if not prof.symptoms & set(MISALIGNING) and not prof.tentative and prof.own:
-        # the target's own curve alone: rank on what it shows, at the tentative weight, the
-        # baseline's side unknown
-        prof = Profile(symptoms=set(prof.own), runs=None, onset=prof.onset, scopes=prof.scopes)
-        cap = TENTATIVE_CAP
+    if prof.own and not prof.tentative:
+        # the target's own curve alone: rank on what it shows (with what a person reported), at
+        # the tentative weight unless a reported symptom is established, the baseline's side unknown
+        cap = DIFFERENTIAL_CAP if prof.symptoms & set(MISALIGNING) else TENTATIVE_CAP
+        prof = Profile(symptoms=prof.symptoms | prof.own, runs=None, onset=prof.onset, scopes=prof.scopes,
+                       own=set(prof.own))
     elif not prof.symptoms & set(MISALIGNING):
         if not prof.tentative:
             return []

@@ -554,3 +554,18 @@ def test_an_inconclusive_answer_without_a_cause_says_what_is_missing():
                          "with at least a few common steps.")
     zh = _diag(rerun, lang="zh")
     assert zh.summary.startswith("无法定论：没有可比较的训练曲线（两侧的训练日志不全）") and "需要：" in zh.summary
+
+
+def test_a_reported_symptom_joins_the_nan_of_one_runs_own_curve():
+    """One run alone with a NaN in its curve, and a person reporting a downstream gap: both count
+    (the gap is secondary to the NaN), so the NaN modes still lead."""
+    target_only = ({"type": "run", "role": "target", "name": "target", "framework": "megatron", "device": "npu",
+                    "has_log": True},
+                   {"type": "run_health", "run": "target", "role": "target", "first_step": 1, "loss_points": 39,
+                    "first_nan_step": 40, "first_nonfinite_loss_step": 40},
+                   {"type": "observation", "name": "downstream_metric_gap", "value": True})
+    d = diagnose(_facts(*target_only), engine="python", warnings=Warnings())
+    assert d.profile.own == ["nan_overflow"] and "downstream_gap" in d.profile.symptoms
+    assert d.hypotheses[0].failure_mode.startswith("nan.")
+    prof = dx.build_profile(list(_facts(*target_only)), [])
+    assert prof.secondary("downstream_gap")  # (the NaN seen in the run's own curve explains it)
