@@ -514,8 +514,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     prior_why = None
     if not diff_entries and not profile.symptoms and not profile.tentative and not profile.own:
         prior_why = "alone" if dx.one_run_alone(fact_list) else "disjoint" if dx.no_common_steps(fact_list) else None
-    prior_only = prior_why is not None
-    if prior_only:
+    if prior_why:
         diff_entries = dx.prior_differential(profile, kb)
     diff_weight = {e.mode: e.weight for e in diff_entries}
     for e in diff_entries:
@@ -558,7 +557,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     hypotheses: list[Hypothesis] = []
     for ms in rank(contributions):
         differential_only = set(ms.support) <= {DIFFERENTIAL_RULE, MECHANISM_RULE}
-        floor = dx.MIN_WEIGHT * (dx.PRIOR_CAP / dx.DIFFERENTIAL_CAP if prior_only else
+        floor = dx.MIN_WEIGHT * (dx.PRIOR_CAP / dx.DIFFERENTIAL_CAP if prior_why else
                                  dx.TENTATIVE_CAP / dx.DIFFERENTIAL_CAP if (profile.tentative or profile.own)
                                  and not symptomatic else 1.0)
         if ms.score < REPORT_THRESHOLD and not (differential_only and ms.score >= floor):
@@ -576,7 +575,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
         steps: list[NextStep] = []
         seen_steps: set[str] = set()
         refs: list[str] = []
-        grade = "prior" if prior_only else "symptom"
+        grade = "prior" if prior_why else "symptom"
         for rr in rule_refs:
             if not rr.supports:
                 continue
@@ -660,7 +659,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     prof_out = Profile(symptoms=sorted(profile.symptoms), own=sorted(profile.own), runs=profile.runs, onset=profile.onset,
                        step1_magnitude=profile.step1_magnitude, error_shape=profile.error_shape, text=profile_text)
     return Diagnosis(
-        verdict=verdict, summary=_summary(verdict, hypotheses, symptoms, lang, basis), symptoms=symptoms,
+        verdict=verdict, summary=_summary(verdict, hypotheses, symptoms, lang, basis, prior_why), symptoms=symptoms,
         hypotheses=hypotheses, near_misses=misses, verdict_basis=basis, profile=prof_out,
         split_step=SplitStep(**split) if split else None,
         facts=facts.to_json(), warnings=list(warnings.items),
@@ -945,7 +944,8 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
 
 
 def _summary(verdict: str, hyps: list[Hypothesis], symptoms: list[Symptom], lang: str,
-             basis: VerdictBasis | None = None) -> str:
+             basis: VerdictBasis | None = None, prior_why: str | None = None) -> str:
+    """The one-line summary; `prior_why` ("alone" / "disjoint"): the ranking is by prior alone, and why."""
     zh = lang == "zh"
     sym = ", ".join(dict.fromkeys(s.title for s in symptoms))
     if verdict == "aligned":
@@ -966,10 +966,9 @@ def _summary(verdict: str, hyps: list[Hypothesis], symptoms: list[Symptom], lang
                 else "Inconclusive: not enough evidence to name a cause; add logs, configs or dumps.")
     top = hyps[0]
     undetermined = top.grade in ("prior", "symptom")
-    prior = next((e for e in top.evidence if e.fact == "prior"), None)
-    if undetermined and verdict == "inconclusive" and prior is not None:
+    if undetermined and verdict == "inconclusive" and prior_why and any(e.fact == "prior" for e in top.evidence):
         names = ", ".join(h.failure_mode for h in hyps[:3] if any(e.fact == "prior" for e in h.evidence))
-        disjoint = prior.text.startswith(("The two logs share no step", "两份日志没有共同"))
+        disjoint = prior_why == "disjoint"
         if zh:
             return ("无法定论：" + ("两份日志没有共同 step" if disjoint else "没有参照运行") +
                     f"，无法度量差异；按迁移案例中的常见度，先排查 {names}（仅为先验）。" +

@@ -46,17 +46,12 @@ def discover_case(case_dir: str | Path, *, warnings: Warnings | None = None,
             found[role].append(child)
     missing = [r for r in ("baseline", "target") if not found[r]]
     if missing == ["baseline"]:
-        warnings = warnings if warnings is not None else Warnings()
         # a case folder that holds the target alone is what people often bring: one run, read on
         # its own (its own curve's health, priors, the baseline's log as the step that splits them)
+        warnings = warnings if warnings is not None else Warnings()
         warnings.add("no baseline/ sub-folder: target/ is diagnosed on its own (add baseline/ to compare the two)",
                      path=str(root))
-        case = discover_runs(target=found["target"][0], baseline=None, target_reruns=found["target_rerun"],
-                             warnings=warnings, collectors=collectors, _names_from_folders=True)
-        case.root = root
-        _label_declared_logs(case, warnings)
-        return case
-    if missing:
+    elif missing:
         present = ", ".join(sorted(p.name for p in root.iterdir() if p.is_dir())) or "none"
         raise PrecdxError(
             f"not a case folder: no {' and no '.join(m + '/' for m in missing)} sub-folder",
@@ -64,7 +59,7 @@ def discover_case(case_dir: str | Path, *, warnings: Warnings | None = None,
             hint=f"sub-folders found: {present}; or pass --target DIR --baseline DIR")
     if len(found["baseline"]) > 1 or len(found["target"]) > 1:
         raise PrecdxError("more than one baseline or target folder", path=str(root))
-    case = discover_runs(target=found["target"][0], baseline=found["baseline"][0],
+    case = discover_runs(target=found["target"][0], baseline=found["baseline"][0] if found["baseline"] else None,
                          target_reruns=found["target_rerun"], baseline_reruns=found["baseline_rerun"],
                          warnings=warnings, collectors=collectors, _names_from_folders=True)
     case.root = root
