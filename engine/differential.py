@@ -35,6 +35,7 @@ GRAD_NORM_MIN_STEPS = 3        # the grad-norm symptom rules need this many comp
 GRAD_NORM_TOLERANCE = 0.1      # the documented grad-norm acceptance (within 10%)
 SECONDARY_ABSENT = 0.7         # ... when that symptom is a consequence of another one (see SECONDARY)
 CHECKLIST_CLEAN_AGAINST = 0.3  # configs were read and no rule of a checklist-only mode fired
+CHECKLIST_COVERED_AGAINST = 0.55  # ... and they name on both sides most settings the mode is about
 # symptoms that follow from another established one: a loss gap moves the grad norm and the
 # downstream metrics too, so a mode is not penalised for not listing them
 SECONDARY = {"grad_norm_difference": {"first_step_difference", "long_run_difference"},
@@ -574,16 +575,51 @@ def _read_on_both_sides(facts: list[Any], types: frozenset[str]) -> bool:
     return {"baseline", "target"} <= roles
 
 
+# The settings a configuration mode is about (canonical names, collectors/checklist/aliases.py),
+# its category, and how many of them both sides must name for "found nothing" to be a thorough
+# look: a full argument echo (Megatron prints every argument with its default) names them all, a
+# short YAML of overrides a few.
+CHECKLIST_COVERAGE = {
+    "config.hyperparameter_mismatch": ("hyperparameter", frozenset({
+        "lr", "min_lr", "lr_decay_style", "lr_warmup_iters", "lr_warmup_fraction", "train_iters", "global_batch_size",
+        "micro_batch_size", "weight_decay", "adam_beta1", "adam_beta2", "adam_eps", "clip_grad", "hidden_dropout",
+        "attention_dropout"}), 8),
+    "config.parallel_strategy_mismatch": ("parallel", frozenset({
+        "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+        "expert_model_parallel_size", "sequence_parallel", "use_distributed_optimizer"}), 4),
+}
+
+
+def _covered(facts: list[Any], mode: str) -> bool:
+    """Whether both sides' configurations name enough of the settings `mode` is about, and none of
+    that category differs in a way that matters."""
+    spec = CHECKLIST_COVERAGE.get(mode)
+    if spec is None:
+        return False
+    category, names, least = spec
+    seen: dict[str, set[str]] = {"baseline": set(), "target": set()}
+    for f in facts:
+        ftype = getattr(f, "type", None)
+        if ftype == "config_diff" and getattr(f, "category", None) == category and getattr(f, "relevant", False):
+            return False
+        if ftype == "config_value" and getattr(f, "name", None) in names:
+            role = getattr(f, "role", None)
+            if role in seen:
+                seen[role].add(f.name)
+    return len(seen["baseline"] & seen["target"]) >= least
+
+
 def checklist_against(facts: list[Any], pack: Any, fired_modes: set[str], modes: Iterable[str]) -> dict[str, float]:
     """The checklist was read on both sides and found nothing for a mode only the checklist can
-    show: argue against it (configuration differences need a differing setting to exist)."""
+    show: argue against it (configuration differences need a differing setting to exist), the
+    more when both sides name most of the settings the mode is about."""
     out: dict[str, float] = {}
     for m in modes:
         if m in fired_modes:
             continue
         for prefix, types in CHECKLIST_VISIBLE:
             if (m == prefix or (prefix.endswith(".") and m.startswith(prefix))) and _read_on_both_sides(facts, types):
-                out[m] = CHECKLIST_CLEAN_AGAINST
+                out[m] = CHECKLIST_COVERED_AGAINST if _covered(facts, m) else CHECKLIST_CLEAN_AGAINST
                 break
     return out
 

@@ -133,6 +133,10 @@ class GradNormCompare(Fact):
                                unit="steps")
     late_growth_ratio: Num | None = F("(target late/early mean grad norm) / (reference late/early): > 1 "
                                       "means the target's grad norm grows more over the run", unit="ratio")
+    ratio_mean: Num | None = F("mean of target grad norm / reference grad norm: a loss defined at another scale "
+                               "for training moves it by the loss's ratio, one only logged differently leaves it "
+                               "at 1", unit="ratio")
+    ratio_cv: Num | None = F("coefficient of variation of that ratio", unit="ratio")
 
 
 @fact_type("nan_compare", collectors=_C, identity=("run", "against"))

@@ -109,11 +109,13 @@ def compare_facts(t: StepSeries, b: StepSeries, noise: float | None) -> Iterable
         if gn_div is not None:
             departs = loss_div is None or gn_div < loss_div
             lead = (loss_div - gn_div) if loss_div is not None else None
+        g_ratio_mean, g_ratio_cv = cmp.ratio_stats(g)
         yield make("grad_norm_compare", **ident, steps_compared=int(steps.size),
                    first_step_rel_err=_f(err[0]) if steps.size else None,
                    mean_rel_err=_nanmean(err), max_rel_err=_f(np.max(err)) if steps.size else None,
                    first_divergence_step=gn_div, loss_divergence_step=loss_div, departs_before_loss=departs,
-                   lead_steps=lead, late_growth_ratio=_growth_ratio(g.t[ok], g.b[ok]), source=src)
+                   lead_steps=lead, late_growth_ratio=_growth_ratio(g.t[ok], g.b[ok]),
+                   ratio_mean=g_ratio_mean, ratio_cv=g_ratio_cv, source=src)
         del g, ok, steps, err
 
     # One dense weight array at a time (each is 8 bytes a point).
