@@ -431,7 +431,8 @@ def _match(expected: str | None, observed: str | None, *, hit: float, miss: floa
         return 1.0
     allowed = list(expected) if isinstance(expected, (list, tuple)) else [expected]
     if observed in allowed:
-        return hit
+        # a presentation that admits several values spreads its likelihood over them
+        return 1.0 + (hit - 1.0) / len(allowed)
     if order and observed in order and any(a in order for a in allowed):
         if min(abs(order.index(a) - order.index(observed)) for a in allowed if a in order) == 1:
             return (1.0 + miss) / 2

@@ -61,7 +61,9 @@ class Presentation(BaseModel):
     onset      -- step1, early, late, resume (from a restart / resume / epoch boundary), any.
     step1_magnitude -- expected first-step gap: none, noise (<=0.5%), small (0.5-5%), large (>5%),
                   or a list of those (e.g. [none, noise, small]: never a large first-step gap).
-    error_shape -- one_sided, zero_mean, constant_ratio, growing, any.
+    error_shape -- one_sided, zero_mean, constant_ratio, growing, any, or a list of those (e.g.
+                  [one_sided, zero_mean]: a shifted level or per-step noise, never a growing or
+                  constant-ratio error).
     frequency  -- how common among GPU->NPU LLM migration cases. An EXPERT ESTIMATE
                   (shared/domain-audit.md section 5), not measured data: very_common >=20%,
                   common 5-20%, occasional 1-5%, rare <1%.
@@ -77,7 +79,8 @@ class Presentation(BaseModel):
     runs: Literal["target_only", "both", "rerun_differs", "any"]
     onset: Literal["step1", "early", "late", "resume", "any"]
     step1_magnitude: Literal["none", "noise", "small", "large", "any"] | list[Literal["none", "noise", "small", "large"]]
-    error_shape: Literal["one_sided", "zero_mean", "constant_ratio", "growing", "any"]
+    error_shape: Literal["one_sided", "zero_mean", "constant_ratio", "growing", "any"] | list[
+        Literal["one_sided", "zero_mean", "constant_ratio", "growing"]]
     frequency: Frequency
     rerun_difference: Literal["tiny", "large", "any"] = Field(
         "any", description="for modes seen through reruns: how far the target's own rerun departs "
