@@ -569,3 +569,63 @@ def test_a_reported_symptom_joins_the_nan_of_one_runs_own_curve():
     assert d.hypotheses[0].failure_mode.startswith("nan.")
     prof = dx.build_profile(list(_facts(*target_only)), [])
     assert prof.secondary("downstream_gap")  # (the NaN seen in the run's own curve explains it)
+
+
+# ---------------------------------------------------------------- what the logs show to be equal
+_HYPER = {"lr": 3e-4, "min_lr": 3e-5, "lr_decay_style": "cosine", "lr_warmup_iters": 10, "train_iters": 110,
+          "global_batch_size": 8, "micro_batch_size": 1, "weight_decay": 0.1, "adam_beta1": 0.9,
+          "adam_beta2": 0.95, "adam_eps": 1e-8, "clip_grad": 1.0}
+
+
+def _values(names, roles=("baseline", "target")) -> list[dict]:
+    return [{"type": "config_value", "role": r, "run": r, "name": n, "category": "hyperparameter", "value": str(v)}
+            for r in roles for n, v in ((n, _HYPER[n]) for n in names)]
+
+
+def test_a_thorough_clean_checklist_argues_harder_than_a_short_one():
+    modes = ["config.hyperparameter_mismatch", "config.fused_kernel_mismatch", "data.input_mismatch"]
+    full = list(_facts(*RUNS, *_values(_HYPER)))
+    assert dx.checklist_against(full, None, set(), modes) == {
+        "config.hyperparameter_mismatch": dx.CHECKLIST_COVERED_AGAINST,
+        "config.fused_kernel_mismatch": dx.CHECKLIST_CLEAN_AGAINST}
+    # a short override file names a few settings: "found nothing" is a lighter argument
+    few = list(_facts(*RUNS, *_values(["lr", "global_batch_size", "clip_grad"])))
+    assert dx.checklist_against(few, None, set(), modes)["config.hyperparameter_mismatch"] == dx.CHECKLIST_CLEAN_AGAINST
+    # the settings must be named on both sides
+    one_side = list(_facts(*RUNS, *_values(_HYPER, roles=("target",)), *_values(["lr"], roles=("baseline",))))
+    assert dx.checklist_against(one_side, None, set(), modes)["config.hyperparameter_mismatch"] == dx.CHECKLIST_CLEAN_AGAINST
+    # a relevant difference of the category is no clean look, though no rule of the mode fired
+    differs = full + list(_facts({"type": "config_diff", "role": "target", "against_role": "baseline", "name": "lr",
+                                  "category": "hyperparameter", "baseline": "3e-4", "target": "1e-4",
+                                  "presence": "both", "relevant": True}))
+    assert dx.checklist_against(differs, None, set(), modes)["config.hyperparameter_mismatch"] == dx.CHECKLIST_CLEAN_AGAINST
+    # a mode a rule supports is not argued against at all
+    assert "config.hyperparameter_mismatch" not in dx.checklist_against(full, None, {"config.hyperparameter_mismatch"},
+                                                                         modes)
+
+
+def test_two_logs_that_agree_on_settings_and_checkpoint_rank_the_operator_higher():
+    """Scenario case-01's logs alone (a 1.3 % first-step gap, one-sided): the echoed arguments agree
+    and both load tinygpt-mcore at iteration 0, so a hyperparameter difference and different
+    initial weights fall below an operator's precision."""
+    ckpt = [{"type": "config_value", "role": r, "run": r, "name": "load", "category": "model", "value": v}
+            for r, v in (("baseline", "/data/ckpt/tinygpt-mcore"), ("target", "/home/u/data/ckpt/tinygpt-mcore"))]
+    health = [{"type": "run_health", "role": r, "run": r, "first_step": 1, "first_loss": 2.45, "loads_checkpoint": True}
+              for r in ("baseline", "target")]
+    same = {"type": "config_diff", "role": "target", "against_role": "baseline", "name": "load", "category": "model",
+            "baseline": "/data/ckpt/tinygpt-mcore", "target": "/home/u/data/ckpt/tinygpt-mcore", "presence": "both",
+            "relevant": False, "path_only": True}
+    gap = loss(steps_compared=110, first_step_rel_err=0.0134, first_step_abs_err=0.0328, mean_rel_err=0.0037,
+               mean_rel_err_early=0.0056, mean_rel_err_late=0.0029, mean_signed_rel_err=0.0037, ratio_mean=1.0037,
+               ratio_cv=0.0024, first_departed_step=1)
+    bare = _diag(gap)
+    told = _diag(gap, *_values(_HYPER), *ckpt, *health, same)
+    rank = {h.failure_mode: i for i, h in enumerate(told.hypotheses)}
+    before = {h.failure_mode: i for i, h in enumerate(bare.hypotheses)}
+    assert rank["operator.precision_defect"] < before["operator.precision_defect"]
+    for mode in ("config.hyperparameter_mismatch", "model.weight_init_mismatch"):
+        assert rank.get(mode, 99) > rank["operator.precision_defect"] > -1
+        assert before[mode] < before["operator.precision_defect"]
+    wi = next(h for h in told.hypotheses if h.failure_mode == "model.weight_init_mismatch") \
+        if "model.weight_init_mismatch" in rank else None
+    assert wi is None or any(r.id == "WIN-012" and not r.supports for r in wi.rules)

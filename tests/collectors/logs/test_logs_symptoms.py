@@ -35,6 +35,18 @@ def test_long_run_drift_with_grad_norm_first(scenarios: Path, kit) -> None:
     assert gn.departs_before_loss is True and gn.lead_steps > 0 and gn.late_growth_ratio > 2
 
 
+def test_grad_norm_ratio_tells_a_loss_logged_differently_from_a_training_difference(scenarios: Path, kit) -> None:
+    """case-20: the loss is halved but the grad norms agree (only the logged loss differs);
+    case-08: a near-constant loss ratio above 1 while the grad norm is lower (the training differs)."""
+    facts, _ = kit.collect(kit.case_from_dir(scenarios / "case-20"))
+    lc, gn = kit.one(facts, "loss_compare", run="target"), kit.one(facts, "grad_norm_compare", run="target")
+    assert lc.ratio_mean == pytest.approx(0.5, abs=0.01) and gn.ratio_mean == pytest.approx(1.0, abs=0.01)
+    assert gn.ratio_cv < 0.01
+    facts, _ = kit.collect(kit.case_from_dir(scenarios / "case-08"))
+    lc, gn = kit.one(facts, "loss_compare", run="target"), kit.one(facts, "grad_norm_compare", run="target")
+    assert lc.ratio_mean > 1.05 and gn.ratio_mean < 0.9 * lc.ratio_mean
+
+
 def test_aligned_within_noise_band(scenarios: Path, kit) -> None:
     facts, _ = kit.collect(kit.case_from_dir(scenarios / "case-03"))
     lc = kit.one(facts, "loss_compare", run="target")
