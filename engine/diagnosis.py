@@ -419,7 +419,9 @@ def _not_a_difference(fact: Fact, warnings: Warnings) -> bool:
     if getattr(fact, "type", None) not in DIFF_TYPES or getattr(fact, "presence", "both") != "both":
         return False
     b, t = getattr(fact, "baseline", None), getattr(fact, "target", None)
-    if b is None or t is None or str(b).strip().lower() != str(t).strip().lower():
+    # (letter case only: True / true; white space is kept, a template's trailing space is a real
+    # difference: it changes the tokens)
+    if b is None or t is None or str(b).lower() != str(t).lower():
         return False
     field = DIFF_TYPES[fact.type]
     warnings.add(f"{fact.type} '{getattr(fact, field, '')}' has the same value on both sides ({t}): "

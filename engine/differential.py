@@ -265,13 +265,19 @@ SCOPES = {
     "sequence_parallel": (0.35, "sequence parallelism is on with TP > 1", "开启序列并行且 TP > 1"),
     "fp16": (0.35, "training runs in fp16 with a dynamic loss scale", "以 fp16（动态 loss scale）训练"),
     "multi_card": (1.0, "the job runs on several cards", "任务在多张卡上运行"),
+    "sft": (0.5, "the job fine-tunes on instruction data (prompt or padding tokens masked out of the loss)",
+            "任务在指令数据上微调（prompt 或 padding token 不计入 loss）"),
 }
 # the catalogue question (facts/core.py OBSERVATIONS) whose answer settles a scope the artefacts
 # leave unknown; the planner asks it when the answer would move the ranking
 SCOPE_QUESTIONS = {"moe": "model_is_moe", "fp16": "trains_in_fp16", "sequence_parallel": "sequence_parallel_on",
-                   "multi_card": "several_cards"}
+                   "multi_card": "several_cards", "sft": "instruction_tuning"}
 _EXPERT_COUNT = re.compile(r"(?i)(num_?(local_|routed_)?experts|experts?_?num|n_routed_experts)$")
 _MOE_NAME = re.compile(r"(?i)(^|[._])(moe|experts?|router)([._]|$)")
+# settings only an instruction-tuning job has (TRL, LLaMA-Factory, MindSpeed-LLM, xtuner spellings)
+_SFT_NAME = re.compile(r"(?i)(^|[._])(response_template|instruction_template|completion_only(_loss)?|assistant_only(_loss)?|"
+                       r"train_on_(prompt|inputs?)|mask_prompt|prompt_loss_weight|is_instruction_dataset)$")
+_NO_TEMPLATE = {"", "none", "null", "false", "empty", "default"}
 _PARALLEL_SIZES = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                    "expert_model_parallel_size", "data_parallel_size", "world_size")
 
@@ -385,6 +391,30 @@ def read_scopes(facts: list[Any]) -> dict[str, ScopeReading]:
         out["multi_card"] = ScopeReading(False, "world_size 1")
     else:
         out["multi_card"] = ScopeReading(None)
+    # instruction tuning: a setting only such a job has (a response template, prompt masking, an
+    # instruction dataset flag) or a chat template in use; not one: the instruction-dataset flag
+    # false, or the data being Megatron pretraining corpora (preprocess_data's `_text_document`)
+    # with no template
+    sft_on = next((f"{name} {getattr(f, 'value', '')}".strip() for name, by_role in values.items()
+                   if _SFT_NAME.search(name) for fs in by_role.values() for f in fs
+                   if flag(f) is not False and str(getattr(f, "value", "")).strip().lower() not in _NO_TEMPLATE), None)
+    if sft_on is None:  # (a difference in such a setting: both sides have it)
+        sft_on = next((f"config difference {getattr(f, 'name', '')}" for f in facts
+                       if getattr(f, "type", None) == "config_diff" and _SFT_NAME.search(str(getattr(f, "name", "")))
+                       and str(getattr(f, "name", "")) != "is_instruction_dataset"), None)
+    templates = [str(getattr(f, "value", "")).strip() for fs in values.get("template", {}).values() for f in fs]
+    if sft_on is None and any(t.lower() not in _NO_TEMPLATE for t in templates):
+        sft_on = f"template {next(t for t in templates if t.lower() not in _NO_TEMPLATE)}"
+    instruct = flags("is_instruction_dataset")
+    corpora = [str(getattr(f, "value", "")) for fs in values.get("data_path", {}).values() for f in fs]
+    if sft_on is not None:
+        out["sft"] = ScopeReading(True, sft_on)
+    elif instruct and not any(instruct):
+        out["sft"] = ScopeReading(False, "is_instruction_dataset false")
+    elif corpora and all(re.search(r"_text_document\b", c) for c in corpora) and on_every_side("data_path"):
+        out["sft"] = ScopeReading(False, "the data are pretraining corpora (…_text_document)")
+    else:
+        out["sft"] = ScopeReading(None)
     # what a person answered settles what the artefacts leave unknown (they win where they tell)
     answered = {getattr(f, "name", None): getattr(f, "value", None) for f in facts
                 if getattr(f, "type", None) == "observation"}

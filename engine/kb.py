@@ -68,7 +68,7 @@ class Presentation(BaseModel):
                   (shared/domain-audit.md section 5), not measured data: very_common >=20%,
                   common 5-20%, occasional 1-5%, rare <1%.
     scope      -- the kind of job the mode can occur in at all, when that is narrower than any
-                  job: moe, sequence_parallel, fp16, multi_card (differential.SCOPES). The
+                  job: moe, sequence_parallel, fp16, multi_card, sft (differential.SCOPES). The
                   differential reads it from the facts (config values, dumps, hosts): a job
                   known to lack it drops the mode, an unknown one weighs it by how common such
                   jobs are, and the evidence text says which.
@@ -85,7 +85,7 @@ class Presentation(BaseModel):
     rerun_difference: Literal["tiny", "large", "any"] = Field(
         "any", description="for modes seen through reruns: how far the target's own rerun departs "
                            "(tiny: last digits, <0.1%; large: like a different seed)")
-    scope: Literal["moe", "sequence_parallel", "fp16", "multi_card"] | None = None
+    scope: Literal["moe", "sequence_parallel", "fp16", "multi_card", "sft"] | None = None
     note: Text | None = None
 
     @field_validator("symptoms")

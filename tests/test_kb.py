@@ -62,7 +62,7 @@ def test_every_canonical_entry_has_a_presentation(kb, canonical):
 # what a presentation's note says of the jobs a mode occurs in, and the scope that says it in a
 # form the differential reads (differential.SCOPES)
 SCOPE_WORDS = {"moe": r"\bMoE\b", "multi_card": r"(?i)multi-card", "fp16": r"(?i)\bfp16 runs only",
-               "sequence_parallel": r"(?i)only with sequence parallelism"}
+               "sequence_parallel": r"(?i)only with sequence parallelism", "sft": r"(?i)instruction-tuning mode"}
 
 
 def test_a_note_that_limits_the_jobs_has_the_scope(kb):

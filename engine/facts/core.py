@@ -103,6 +103,10 @@ OBSERVATIONS: dict[str, tuple[str, str, str]] = {
     "several_cards": (
         "bool", "Does the job run on more than one card?",
         "任务是否在多张卡上运行？"),
+    "instruction_tuning": (
+        "bool", "Is it instruction tuning (SFT), with prompt or padding tokens masked out of the loss, rather than "
+                "pretraining on plain text?",
+        "是否为指令微调（SFT），prompt 或 padding token 不计入 loss，而非在纯文本上预训练？"),
 }
 
 

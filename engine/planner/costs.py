@@ -29,6 +29,7 @@ OBSERVATION_COST: dict[str, str] = {
     "wrong_first_token": "read",
     "loss_plateau_suspicious": "read",
     "model_is_moe": "read",
+    "instruction_tuning": "read",
     "trains_in_fp16": "read",
     "sequence_parallel_on": "read",
     "several_cards": "read",

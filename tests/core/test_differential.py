@@ -289,6 +289,26 @@ def test_a_difference_with_the_same_value_on_both_sides_is_named_and_left_out():
     assert all("CFG-003" not in [r.id for r in h.rules] for h in d.hypotheses)
 
 
+def test_a_difference_in_white_space_is_a_difference_and_a_response_template_says_sft():
+    """trl#1920's case: 'Answer:' against 'Answer: ' tokenises differently (the loss mask starts
+    elsewhere). The difference stays, and it tells that the job is instruction tuning, where a
+    loss-mask difference is at home."""
+    w = Warnings()
+    d = diagnose(_facts(*RUNS, loss(steps_compared=50, first_step_rel_err=0.5, mean_rel_err=0.5,
+                                    mean_signed_rel_err=-0.5, first_divergence_step=1),
+                        {"type": "config_diff", "pair": "target~baseline", "role": "target", "ref_role": "baseline",
+                         "name": "response_template", "category": "data", "baseline": "Answer:",
+                         "target": "Answer: ", "presence": "both", "relevant": True}),
+                 engine="python", warnings=w)
+    assert not any("same value on both sides" in i["message"] for i in w.items)
+    reading = dx.read_scopes(list(_facts({"type": "config_diff", "pair": "target~baseline", "role": "target",
+                                          "ref_role": "baseline", "name": "response_template", "category": "data",
+                                          "baseline": "Answer:", "target": "Answer: ", "presence": "both",
+                                          "relevant": True})))["sft"]
+    assert reading.present is True and "response_template" in reading.basis
+    assert "data.loss_mask_mismatch" in [h.failure_mode for h in d.hypotheses[:3]]
+
+
 def test_an_evaluation_without_a_consistent_gap_is_aligned_provisionally():
     gaps = [{"type": "eval_gap", "pair": "target~baseline", "role": "target", "ref_role": "baseline", "metric": m,
              "baseline": b, "target": t, "abs_gap": t - b, "rel_gap": (t - b) / b, "higher_is_better": True,
@@ -629,3 +649,29 @@ def test_two_logs_that_agree_on_settings_and_checkpoint_rank_the_operator_higher
     wi = next(h for h in told.hypotheses if h.failure_mode == "model.weight_init_mismatch") \
         if "model.weight_init_mismatch" in rank else None
     assert wi is None or any(r.id == "WIN-012" and not r.supports for r in wi.rules)
+
+
+def test_instruction_tuning_is_read_from_settings_and_pretraining_from_the_corpus():
+    def sft(*items):
+        return dx.read_scopes(list(_facts(*items)))["sft"]
+
+    def value(role, name, v, category="data"):
+        return {"type": "config_value", "role": role, "run": role, "name": name, "category": category, "value": v}
+
+    assert sft(value("target", "is_instruction_dataset", "true")).present is True
+    assert sft(value("target", "template", "llama3")).present is True
+    assert sft(value("target", "is_instruction_dataset", "false")).present is False
+    # MindSpeed prints prompt_type None for pretraining: no template in use
+    assert sft(value("target", "template", "None")).present is None
+    corpus = [value(r, "data_path", f"/data/{r}/wiki_text_document") for r in ("baseline", "target")]
+    assert sft(*corpus).present is False
+    assert sft(*corpus[:1], value("target", "data_path", "/data/alpaca_packed_input_ids_document")).present is None
+    assert sft().present is None
+    # the answer settles what the artefacts leave open, and loses where they tell
+    answer = {"type": "observation", "name": "instruction_tuning", "value": True, "source": "answer"}
+    assert sft(answer).present is True
+    contra = sft(value("target", "is_instruction_dataset", "false"), answer)
+    assert contra.present is False and contra.answered is True
+    # the kb's loss-mask mode carries the scope: a pretraining job drops it from the differential
+    kb = load_kb()
+    assert kb["data.loss_mask_mismatch"].presentation.scope == "sft"
