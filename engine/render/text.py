@@ -14,12 +14,12 @@ _L = {
            "steps": "next steps", "near": "Near misses (one condition short)", "warn": "Warnings",
            "none": "No hypothesis reached the report threshold.", "refs": "references", "expected": "expected",
            "basis": "Basis", "missing": "would firm it up", "split": "Cheapest step that splits the differential",
-           "grade": "evidence", "profile": "Profile"},
+           "grade": "evidence", "profile": "Profile", "against": "argued against by"},
     "zh": {"verdict": "结论", "symptoms": "症状", "hyps": "假设（按可能性排序）", "evidence": "证据",
            "steps": "下一步", "near": "差一个条件即可触发的规则", "warn": "警告",
            "none": "没有假设达到报告阈值。", "refs": "参考", "expected": "期望",
            "basis": "依据", "missing": "尚缺", "split": "最能区分各假设的最低成本下一步",
-           "grade": "证据等级", "profile": "症状画像"},
+           "grade": "证据等级", "profile": "症状画像", "against": "反对依据"},
 }
 
 
@@ -59,6 +59,9 @@ def text_reply(diag: Diagnosis, *, max_hypotheses: int = 5, verbose: bool = Fals
             if verbose and e.value is not None:
                 exp = f" ({L['expected']} {e.expected})" if e.expected else ""
                 lines.append(f"        {e.fact} = {e.value}{exp}")
+        against = [r for r in h.rules if not r.supports]
+        if against:  # what lowered the score: said, so the number is not a mystery
+            lines.append(f"     {L['against']}: " + ", ".join(f"{r.id} {r.name} ({r.weight:.2f})" for r in against))
         if h.next_steps:
             lines.append(f"     {L['steps']}:")
             for st in h.next_steps[: (None if verbose else 4)]:

@@ -649,6 +649,12 @@ def test_two_logs_that_agree_on_settings_and_checkpoint_rank_the_operator_higher
     wi = next(h for h in told.hypotheses if h.failure_mode == "model.weight_init_mismatch") \
         if "model.weight_init_mismatch" in rank else None
     assert wi is None or any(r.id == "WIN-012" and not r.supports for r in wi.rules)
+    # the text report says what lowered a score
+    from precdx.render.text import render_text
+    text = render_text(told, max_hypotheses=10)
+    block = text[text.index("config.hyperparameter_mismatch"):]
+    block = block[:block.index("next steps")]
+    assert "argued against by: CHECKLIST-CLEAN checklist-read-no-difference (0.55)" in block
 
 
 def test_instruction_tuning_is_read_from_settings_and_pretraining_from_the_corpus():
