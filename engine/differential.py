@@ -277,7 +277,7 @@ _MOE_NAME = re.compile(r"(?i)(^|[._])(moe|experts?|router)([._]|$)")
 # settings only an instruction-tuning job has (TRL, LLaMA-Factory, MindSpeed-LLM, xtuner spellings)
 _SFT_NAME = re.compile(r"(?i)(^|[._])(response_template|instruction_template|completion_only(_loss)?|assistant_only(_loss)?|"
                        r"train_on_(prompt|inputs?)|mask_prompt|prompt_loss_weight|is_instruction_dataset)$")
-_NO_TEMPLATE = {"", "none", "null", "false", "empty", "default"}
+_NO_TEMPLATE = {"", "none", "null", "false", "empty"}  # (LLaMA-Factory's "empty": no formatting)
 _PARALLEL_SIZES = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                    "expert_model_parallel_size", "data_parallel_size", "world_size")
 
@@ -405,12 +405,18 @@ def read_scopes(facts: list[Any]) -> dict[str, ScopeReading]:
     templates = [str(getattr(f, "value", "")).strip() for fs in values.get("template", {}).values() for f in fs]
     if sft_on is None and any(t.lower() not in _NO_TEMPLATE for t in templates):
         sft_on = f"template {next(t for t in templates if t.lower() not in _NO_TEMPLATE)}"
+    # LLaMA-Factory's training stage: sft, or pt (pretraining)
+    stages = {str(getattr(f, "value", "")).strip().lower() for fs in values.get("stage", {}).values() for f in fs}
+    if sft_on is None and "sft" in stages:
+        sft_on = "stage sft"
     instruct = flags("is_instruction_dataset")
     corpora = [str(getattr(f, "value", "")) for fs in values.get("data_path", {}).values() for f in fs]
     if sft_on is not None:
         out["sft"] = ScopeReading(True, sft_on)
     elif instruct and not any(instruct):
         out["sft"] = ScopeReading(False, "is_instruction_dataset false")
+    elif stages == {"pt"}:
+        out["sft"] = ScopeReading(False, "stage pt")
     elif corpora and all(re.search(r"_text_document\b", c) for c in corpora) and on_every_side("data_path"):
         out["sft"] = ScopeReading(False, "the data are pretraining corpora (…_text_document)")
     else:

@@ -666,6 +666,10 @@ def test_instruction_tuning_is_read_from_settings_and_pretraining_from_the_corpu
 
     assert sft(value("target", "is_instruction_dataset", "true")).present is True
     assert sft(value("target", "template", "llama3")).present is True
+    assert sft(value("target", "template", "default")).present is True  # (LLaMA-Factory's default template)
+    assert sft(value("target", "template", "empty")).present is None
+    assert sft(value("target", "stage", "sft", "other")).present is True
+    assert sft(*(value(r, "stage", "pt", "other") for r in ("baseline", "target"))).present is False
     assert sft(value("target", "is_instruction_dataset", "false")).present is False
     # MindSpeed prints prompt_type None for pretraining: no template in use
     assert sft(value("target", "template", "None")).present is None
