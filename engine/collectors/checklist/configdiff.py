@@ -48,7 +48,12 @@ def _effective_missing(present: Setting, missing: RunConfig,
             return present.value, True
         return None, False
     if missing.log_complete and not missing.has_config:
-        return None, False  # a full argument dump without the key: another argument set, no value
+        # a full argument dump without the key: another argument set, no value -- except a
+        # framework option switched on (a fused kernel, an overlap): a framework without that
+        # switch does not do it, so the side without it runs with it off
+        if present.value == "true" and (present.category or aliases.category(present.name)) == "framework_option":
+            return "false", False
+        return None, False
     if present.from_log:
         return None, False  # a full dump's key against a script that leaves it to an unknown default
     if present.absent_default is not None:

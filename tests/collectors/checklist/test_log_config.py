@@ -45,6 +45,30 @@ def test_megatron_argument_dump_is_the_runs_config(shared_dir):
     assert status.seed == "1234" and status.dropout_off is True
 
 
+def test_a_fused_switch_only_the_target_framework_has_is_a_difference_when_on(shared_dir, tmp_path):
+    """MindSpeed echoes use_fused_rmsnorm, Megatron (the GPU baseline) has no such argument. Off
+    (case-01's echo) that is no difference; switched on, the baseline cannot be running that
+    fused kernel, so it is one (a relevant framework option, presence target_only). Another
+    MindSpeed-only argument that is not a framework option stays out either way."""
+    case = shared_dir / "scenarios" / "case-01"
+    base = _log_run("baseline", case / "baseline" / "train.log")
+    facts, _ = _collect(base, _log_run("target", case / "target" / "train.log"))
+    assert not of(facts, "config_diff", name="use_fused_rmsnorm")
+    text = (case / "target" / "train.log").read_text()
+    on = text.replace("use_fused_rmsnorm ............................... False",
+                      "use_fused_rmsnorm ............................... True")
+    on = on.replace("is_instruction_dataset .......................... False",
+                    "is_instruction_dataset .......................... True")
+    assert on.count("True") >= text.count("True") + 2
+    (tmp_path / "target").mkdir()
+    (tmp_path / "target" / "train.log").write_text(on)
+    facts, _ = _collect(base, _log_run("target", tmp_path / "target" / "train.log"))
+    d = one(facts, "config_diff", name="use_fused_rmsnorm")
+    assert (d.category, d.presence, d.relevant, d.target, d.from_log) == ("framework_option", "target_only", True,
+                                                                          "true", True)
+    assert not of(facts, "config_diff", name="is_instruction_dataset")
+
+
 def test_aliased_keys_of_one_dump_are_or_ed(shared_dir):
     """MindSpeed prints deterministic_mode False next to use_deter_comp True: deterministic."""
     case = shared_dir / "scenarios" / "case-06"
