@@ -276,7 +276,7 @@ _EXPERT_COUNT = re.compile(r"(?i)(num_?(local_|routed_)?experts|experts?_?num|n_
 _MOE_NAME = re.compile(r"(?i)(^|[._])(moe|experts?|router)([._]|$)")
 # settings only an instruction-tuning job has (TRL, LLaMA-Factory, MindSpeed-LLM, xtuner spellings)
 _SFT_NAME = re.compile(r"(?i)(^|[._])(response_template|instruction_template|completion_only(_loss)?|assistant_only(_loss)?|"
-                       r"train_on_(prompt|inputs?)|mask_prompt|prompt_loss_weight|is_instruction_dataset)$")
+                       r"train_on_(prompt|inputs?)|mask_prompt|prompt_loss_weight)$")
 _NO_TEMPLATE = {"", "none", "null", "false", "empty"}  # (LLaMA-Factory's "empty": no formatting)
 _PARALLEL_SIZES = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                    "expert_model_parallel_size", "data_parallel_size", "world_size")
@@ -395,22 +395,22 @@ def read_scopes(facts: list[Any]) -> dict[str, ScopeReading]:
     # instruction dataset flag) or a chat template in use; not one: the instruction-dataset flag
     # false, or the data being Megatron pretraining corpora (preprocess_data's `_text_document`)
     # with no template
+    def texts(name: str) -> list[str]:
+        return [str(getattr(f, "value", "")).strip() for fs in values.get(name, {}).values() for f in fs]
+
+    instruct = flags("is_instruction_dataset")
+    templates = [t for t in texts("template") if t.lower() not in _NO_TEMPLATE]
+    stages = {t.lower() for t in texts("stage")}  # LLaMA-Factory's training stage: sft, or pt (pretraining)
     sft_on = next((f"{name} {getattr(f, 'value', '')}".strip() for name, by_role in values.items()
                    if _SFT_NAME.search(name) for fs in by_role.values() for f in fs
                    if flag(f) is not False and str(getattr(f, "value", "")).strip().lower() not in _NO_TEMPLATE), None)
-    if sft_on is None:  # (a difference in such a setting: both sides have it)
-        sft_on = next((f"config difference {getattr(f, 'name', '')}" for f in facts
-                       if getattr(f, "type", None) == "config_diff" and _SFT_NAME.search(str(getattr(f, "name", "")))
-                       and str(getattr(f, "name", "")) != "is_instruction_dataset"), None)
-    templates = [str(getattr(f, "value", "")).strip() for fs in values.get("template", {}).values() for f in fs]
-    if sft_on is None and any(t.lower() not in _NO_TEMPLATE for t in templates):
-        sft_on = f"template {next(t for t in templates if t.lower() not in _NO_TEMPLATE)}"
-    # LLaMA-Factory's training stage: sft, or pt (pretraining)
-    stages = {str(getattr(f, "value", "")).strip().lower() for fs in values.get("stage", {}).values() for f in fs}
-    if sft_on is None and "sft" in stages:
-        sft_on = "stage sft"
-    instruct = flags("is_instruction_dataset")
-    corpora = [str(getattr(f, "value", "")) for fs in values.get("data_path", {}).values() for f in fs]
+    sft_on = (sft_on  # (a difference in such a setting: both sides have it)
+              or next((f"config difference {getattr(f, 'name', '')}" for f in facts if getattr(f, "type", None) ==
+                       "config_diff" and _SFT_NAME.search(str(getattr(f, "name", "")))), None)
+              or ("is_instruction_dataset true" if any(instruct) else None)
+              or (f"template {templates[0]}" if templates else None)
+              or ("stage sft" if "sft" in stages else None))
+    corpora = texts("data_path")
     if sft_on is not None:
         out["sft"] = ScopeReading(True, sft_on)
     elif instruct and not any(instruct):
@@ -776,13 +776,17 @@ def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: s
     cost_weight = {"read": 1.0, "rerun": 2.0, "dump": 4.0, "long_run": 8.0, "cluster": 16.0}
     best = None
     idx = 1 if lang == "zh" else 0
+
+    def answer(probe: Probe, modes: list[str]) -> dict:
+        return {"id": probe.id, "action": probe.action[idx], "command": probe.command, "why": probe.why[idx],
+                "cost": probe.cost, "cost_label": (COST_LABELS_ZH if lang == "zh" else COST_LABELS)[probe.cost],
+                "modes": modes}
+
     first = "baseline" if reference_first else "common_steps" if no_common_steps(facts) else None
     for probe in _probes():
         if probe.id in ("baseline", "common_steps"):
             if probe.id == first:  # the reference comes before anything it is compared with
-                return {"id": probe.id, "action": probe.action[idx], "command": probe.command, "why": probe.why[idx],
-                        "cost": probe.cost, "cost_label": (COST_LABELS_ZH if lang == "zh" else COST_LABELS)[probe.cost],
-                        "modes": sorted(dist)}
+                return answer(probe, sorted(dist))
             continue
         if _present(facts, probe):
             continue
@@ -796,6 +800,4 @@ def split_step(facts: list[Any], pack: Any, belief: dict[str, float], *, lang: s
     if best is None:
         return None
     _, probe, modes = best
-    return {"id": probe.id, "action": probe.action[idx], "command": probe.command, "why": probe.why[idx],
-            "cost": probe.cost, "cost_label": (COST_LABELS_ZH if lang == "zh" else COST_LABELS)[probe.cost],
-            "modes": modes}
+    return answer(probe, modes)
