@@ -406,7 +406,10 @@ class _Reader:
                 keep = ~gone[others]
                 others, hashes, tid, tv, slow = others[keep], hashes[keep], tid[keep], tv[keep], slow[keep]
                 known, reads, quiet = known[keep], reads[keep], quiet[keep]
-        tl, tt, tv, slow = others[reads], tid[reads], tv[reads], slow[reads]
+        if reads.all():  # (the usual block of a long run: no copy of its token values)
+            tl, tt = others, tid
+        else:
+            tl, tt, tv, slow = others[reads], tid[reads], tv[reads], slow[reads]
         per_line = np.concatenate([others[known & ~reads & ~quiet], tl[slow]])
         if slow.any():
             tl, tt, tv = tl[~slow], tt[~slow], tv[~slow]
