@@ -204,6 +204,23 @@ def test_declared_change_is_the_trigger_not_the_cause():
     assert any("declared change" in w["message"] for w in declared.warnings)
 
 
+def test_declared_switch_of_the_distributed_wrapper_ranks_its_precision_handling():
+    """Accelerate's distributed_type changed on purpose (DeepSpeed -> FSDP) and the loss drifts:
+    the wrappers' different master-weight / reduction precision is what to suspect, not a
+    hyperparameter nobody changed."""
+    wrapper = {**ZERO, "name": "distributed_type", "baseline": "DEEPSPEED", "target": "FSDP"}
+    d = _diag(wrapper, DRIFT, {"type": "declared_change", "name": "distributed_type"})
+    modes = [h.failure_mode for h in d.hypotheses]
+    assert modes[0] in {"config.precision_mismatch", "framework.optimizer_wrapper_bug",
+                        "numerics.grad_accumulation_low_precision", "framework.fsdp_mixed_precision"}
+    assert "config.precision_mismatch" in modes[:3]
+    assert "config.parallel_strategy_mismatch" not in modes
+    precision = next(h for h in d.hypotheses if h.failure_mode == "config.precision_mismatch")
+    assert any("master weights" in e.text for e in precision.evidence)
+    # without the switch, the same drift names no wrapper mechanism
+    assert "config.precision_mismatch" not in [h.failure_mode for h in _diag(DRIFT).hypotheses][:3]
+
+
 def test_declared_library_version_points_at_its_changelog():
     d = _diag(DRIFT, {"type": "library_diff", "pair": "target~baseline", "role": "target", "ref_role": "baseline",
                       "package": "deepspeed", "baseline": "0.17.5", "target": "0.17.6", "key_library": True, "category": "framework"},

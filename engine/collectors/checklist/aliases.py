@@ -75,6 +75,8 @@ _TABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "use_distributed_optimizer": ("parallel", ("distributed_optimizer",)),
     "zero_stage": ("parallel", ("zero_optimization.stage", "zero", "deepspeed_zero_stage")),
     "fsdp": ("parallel", ("fsdp_sharding_strategy", "fsdp_config.sharding_strategy")),
+    # the distributed wrapper itself (Accelerate's config: NO / MULTI_GPU / DEEPSPEED / FSDP / MEGATRON_LM)
+    "distributed_type": ("parallel", ()),
     "nproc_per_node": ("parallel", ("nproc", "gpus_per_node", "npus_per_node", "num_gpus", "num_npus",
                                     "ngpus_per_node")),
     "nnodes": ("parallel", ("num_nodes",)),
