@@ -647,12 +647,21 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
                 text=(f"{rule.title.get(lang)} — would fire with {nm.missing}" if nm.kind != "blocked_by"
                       else f"{rule.title.get(lang)} — blocked by {nm.missing}")))
 
-    verdict, basis = derive_verdict(hypotheses, profile, fact_list, lang=lang)
+    verdict, basis = derive_verdict(hypotheses, profile, fact_list, lang=lang, kb=kb)
     if verdict != "aligned":
         hypotheses = [h for h in hypotheses if not (h.verdict == "aligned" and profile.symptoms & set(dx.MISALIGNING))] \
             if profile.symptoms & set(dx.MISALIGNING) else hypotheses
     if verdict == "aligned":
         hypotheses = _with_aligned_hypothesis(hypotheses, basis, catalog, lang, kb, fact_list)
+    elif basis.kind == "evidence" and not profile.symptoms & set(dx.MISALIGNING) and (
+            lc := _loss(fact_list)) is not None and any(_downstream_only(h, kb, fact_list) for h in hypotheses):
+        # (the curves agree: that the difference is harmless downstream stays the alternative)
+        n = getattr(lc, "steps_compared", 0) or 0
+        hypotheses = _with_aligned_hypothesis(hypotheses, VerdictBasis(kind="provisional", text=(
+            f"在给定的 {n} 个共同 step 上无超差；该差异可能对下游无影响" if lang == "zh" else
+            f"No gap over the {n} common steps given; the difference may be harmless downstream"), missing=[
+            "两侧模型的下游评测（差异可能只在下游体现）" if lang == "zh" else
+            "a downstream evaluation of both models (a gap can show only there)"]), catalog, lang, kb, fact_list)
     _notice_checklist_only(verdict, hypotheses, warnings, lang)
     _notice_identical_logs(fact_list, warnings)
     belief = {h.failure_mode: h.score for h in hypotheses if h.verdict == "misaligned"}
@@ -833,7 +842,7 @@ def _loss(facts: list[Fact], role: str = "target") -> Fact | None:
 
 
 def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact] | None = None, *,
-                   lang: str = "en") -> tuple[str, VerdictBasis]:
+                   lang: str = "en", kb: dict | None = None) -> tuple[str, VerdictBasis]:
     """The verdict comes from the symptoms; the cause is ranked separately.
 
     misaligned -- a misaligning symptom is established (curves, NaN counts, grad norms, reruns
@@ -842,6 +851,10 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
     aligned    -- the compared steps show no gap: 'accepted' with a measured noise band or the
                   documented acceptance (>= 1000 steps, grad norm within 10%, error around zero),
                   'provisional' otherwise (the missing evidence is listed).
+                  Not while a difference the checklist found belongs to a mode that typically
+                  shows only in a downstream evaluation and none was given (guide 3.1.1: FSDP
+                  against DDP, matching curves, a worse model): the curves cannot clear it, so the
+                  configuration difference is the finding (misaligned, on that evidence).
     inconclusive -- nothing was compared and nothing is localised.
     """
     from precdx.differential import MISALIGNING
@@ -866,6 +879,16 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
             ("No curve gap beyond tolerance, but a localised defect: " if compared else
              "No curves compared, but the evidence points at a defect: ")) + top_mis.failure_mode)
     tooling = next((h for h in hypotheses if h.verdict == "tooling" and h.score >= MISALIGNED_THRESHOLD), None)
+    hidden = next((h for h in hypotheses if h.score >= MISALIGNED_THRESHOLD and _downstream_only(h, kb or {}, facts)),
+                  None)
+    if compared and tooling is None and hidden is not None:
+        n = getattr(lc, "steps_compared", 0) or 0
+        return "misaligned", VerdictBasis(kind="evidence", text=(
+            f"{n} 个共同 step 的曲线无超差，但检查清单发现一处通常只在下游评测中显现的差异（未提供下游评测）：" if zh else
+            f"No curve gap over {n} common steps, but the checklist found a difference that typically shows "
+            f"only in a downstream evaluation, and none was given: ") + hidden.failure_mode, missing=[
+            "两侧模型的下游评测（对齐该差异前后）" if zh else
+            "a downstream evaluation of both models (before and after aligning that difference)"])
     few = lc is None or (getattr(lc, "steps_compared", 0) or 0) < PROVISIONAL_MIN_STEPS
     tentative = sorted((getattr(profile, "tentative", set()) or set()) & set(MISALIGNING)) if few else []
     if few and tooling is None and tentative:

@@ -326,6 +326,35 @@ def test_a_difference_in_white_space_is_a_difference_and_a_response_template_say
     assert "data.loss_mask_mismatch" in [h.failure_mode for h in d.hypotheses[:3]]
 
 
+FSDP_DIFF = {"type": "config_diff", "pair": "target~baseline", "role": "target", "ref_role": "baseline", "name": "fsdp",
+             "category": "parallel", "baseline": "false", "target": "true", "presence": "both", "relevant": True,
+             "same_framework": True}
+FLAT = loss(steps_compared=120, last_step=120, first_step_rel_err=0.001, mean_rel_err=0.002, max_rel_err=0.006,
+            mean_signed_rel_err=0.0001)
+
+
+def test_matching_curves_do_not_clear_a_difference_that_shows_only_downstream():
+    """Guide 3.1.1: FSDP on one side, DDP on the other, the curves agree, the model is worse.
+    Without an evaluation the curves cannot clear such a difference: the verdict rests on it,
+    with 'harmless downstream' as the alternative and the evaluation as what would settle it."""
+    d = _diag(FSDP_DIFF, FLAT)
+    assert d.verdict == "misaligned" and d.verdict_basis.kind == "evidence"
+    assert "downstream" in d.verdict_basis.text and "config.parallel_strategy_mismatch" in d.verdict_basis.text
+    assert any("downstream evaluation" in m for m in d.verdict_basis.missing)
+    modes = [h.failure_mode for h in d.hypotheses]
+    assert modes[0] == "config.parallel_strategy_mismatch" and "aligned.within_noise" in modes[:3]
+    # an evaluation that shows no gap clears it: aligned (the difference is a warning)
+    same = {"type": "eval_gap", "pair": "target~baseline", "role": "target", "ref_role": "baseline",
+            "metric": "accuracy", "baseline": 0.61, "target": 0.612, "abs_gap": 0.002, "rel_gap": 0.0033,
+            "higher_is_better": True, "target_worse": False}
+    assert _diag(FSDP_DIFF, FLAT, same).verdict == "aligned"
+    # a difference declared as the experiment is no finding
+    assert _diag(FSDP_DIFF, FLAT, {"type": "declared_change", "name": "fsdp"}).verdict == "aligned"
+    # nor is one whose mode shows in the curves (a hyperparameter): matching curves are the test
+    lr = {**FSDP_DIFF, "name": "lr", "category": "hyperparameter", "baseline": "3e-4", "target": "3.1e-4"}
+    assert _diag(lr, FLAT).verdict == "aligned"
+
+
 def test_an_evaluation_without_a_consistent_gap_is_aligned_provisionally():
     gaps = [{"type": "eval_gap", "pair": "target~baseline", "role": "target", "ref_role": "baseline", "metric": m,
              "baseline": b, "target": t, "abs_gap": t - b, "rel_gap": (t - b) / b, "higher_is_better": True,
