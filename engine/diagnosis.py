@@ -654,14 +654,15 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     if verdict == "aligned":
         hypotheses = _with_aligned_hypothesis(hypotheses, basis, catalog, lang, kb, fact_list)
     elif basis.kind == "evidence" and not profile.symptoms & set(dx.MISALIGNING) and (
-            lc := _loss(fact_list)) is not None and any(_downstream_only(h, kb, fact_list) for h in hypotheses):
-        # (the curves agree: that the difference is harmless downstream stays the alternative)
+            lc := _loss(fact_list)) is not None and (getattr(lc, "steps_compared", 0) or 0) >= PROVISIONAL_MIN_STEPS \
+            and hypotheses and hypotheses[0].grade == "checklist":
+        # (the curves agree, on a checklist finding alone: that the difference is harmless stays the
+        # alternative)
         n = getattr(lc, "steps_compared", 0) or 0
         hypotheses = _with_aligned_hypothesis(hypotheses, VerdictBasis(kind="provisional", text=(
-            f"在给定的 {n} 个共同 step 上无超差；该差异可能对下游无影响" if lang == "zh" else
-            f"No gap over the {n} common steps given; the difference may be harmless downstream"), missing=[
-            "两侧模型的下游评测（差异可能只在下游体现）" if lang == "zh" else
-            "a downstream evaluation of both models (a gap can show only there)"]), catalog, lang, kb, fact_list)
+            f"在给定的 {n} 个共同 step 上无超差；该差异可能无影响" if lang == "zh" else
+            f"No gap over the {n} common steps given; the difference may be harmless"), missing=list(basis.missing)),
+            catalog, lang, kb, fact_list, found_first=True)
     _notice_checklist_only(verdict, hypotheses, warnings, lang)
     _notice_identical_logs(fact_list, warnings)
     belief = {h.failure_mode: h.score for h in hypotheses if h.verdict == "misaligned"}
@@ -691,6 +692,20 @@ ALIGNED_MODE = "aligned.within_noise"
 ALIGNED_SCORE = {"accepted": 0.75, "provisional": 0.5}
 
 
+def _config_evidence(h: Hypothesis) -> bool:
+    """A hypothesis a rule raised from a relevant configuration difference (config_diff)."""
+    return any(str(e.fact).startswith("config_diff") and e.rule not in (DIFFERENTIAL_RULE, MECHANISM_RULE)
+               for e in h.evidence)
+
+
+def _config_key(e: Evidence) -> str | None:
+    """The setting a config_diff evidence row is about ('lr'), when it names one."""
+    if not str(e.fact).startswith("config_diff"):
+        return None
+    m = re.search(r"'([^']+)'", e.text or "")
+    return m.group(1) if m else None
+
+
 def _downstream_only(h: Hypothesis, kb: dict, facts: list[Fact]) -> bool:
     """A difference found by the checklist whose mode typically shows only downstream, while no
     downstream evaluation was given: the curves cannot clear it (guide 3.1.1)."""
@@ -703,11 +718,15 @@ def _downstream_only(h: Hypothesis, kb: dict, facts: list[Fact]) -> bool:
 
 
 def _with_aligned_hypothesis(hyps: list[Hypothesis], basis: VerdictBasis, catalog: dict,
-                             lang: str, kb: dict | None = None, facts: list[Fact] | None = None) -> list[Hypothesis]:
+                             lang: str, kb: dict | None = None, facts: list[Fact] | None = None,
+                             found_first: bool = False) -> list[Hypothesis]:
     """An aligned verdict names its hypothesis first (the gap is noise, on the stated basis, with
     the missing evidence as its next steps) -- after any difference that typically shows only in
-    a downstream evaluation nobody supplied."""
-    ahead = [h for h in hyps if _downstream_only(h, kb or {}, facts or [])]
+    a downstream evaluation nobody supplied. `found_first`: the verdict rests on what the
+    checklist found (the curves agree): those findings go first, 'aligned' is their alternative."""
+    ahead = [h for h in hyps if _downstream_only(h, kb or {}, facts or [])
+             or (found_first and h.verdict == "misaligned" and h.grade == "checklist"
+                 and h.score >= MISALIGNED_THRESHOLD)]
     rest = [h for h in hyps if h not in ahead]
     existing = next((h for h in rest if h.failure_mode == ALIGNED_MODE), None)
     if existing is not None:
@@ -961,6 +980,23 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
                 f"No gap over the {n} common steps given; aligned provisionally")
         if band is not None and not within:
             text += ("（误差超出测得的波动带）" if zh else " (the error exceeds the measured noise band)")
+        # Unmeasured noise does not clear what the checklist found: the configuration check must
+        # pass before curves are compared (hyperparameters, data, weights), and a curve with no
+        # noise band cannot show that a relevant difference does not matter (a downstream
+        # evaluation without a consistent gap, where given, does).
+        found = next((h for h in hypotheses if h.verdict == "misaligned" and h.score >= MISALIGNED_THRESHOLD
+                      and h.grade == "checklist" and _config_evidence(h)), None)
+        if found is not None and band is None and not any(getattr(f, "type", None) == "eval_gap" for f in facts):
+            keys = ", ".join(dict.fromkeys(k for e in found.evidence if (k := _config_key(e))))
+            return "misaligned", VerdictBasis(kind="evidence", text=(
+                f"{n} 个共同 step 上无超差，但未测波动带，曲线不能排除检查清单发现的相关配置差异"
+                f"（{found.failure_mode}：{keys}）；对比精度前配置检查必须通过" if zh else
+                f"No gap over the {n} common steps given, but with no noise band measured the curves cannot "
+                f"clear the relevant configuration difference the checklist found ({found.failure_mode}: {keys}); "
+                f"the configuration check must pass before accuracy is compared"), missing=[
+                "对齐该差异后的重跑（若为有意改动，用 --changed 声明）" if zh else
+                "a rerun with that difference aligned (declare it with --changed if it is intended)",
+                *missing])
     eval_given = any(getattr(f, "type", None) == "eval_gap" for f in facts)
     if not eval_given:
         missing.append("a downstream evaluation of both models (a gap can show only there)" if not zh

@@ -350,9 +350,36 @@ def test_matching_curves_do_not_clear_a_difference_that_shows_only_downstream():
     assert _diag(FSDP_DIFF, FLAT, same).verdict == "aligned"
     # a difference declared as the experiment is no finding
     assert _diag(FSDP_DIFF, FLAT, {"type": "declared_change", "name": "fsdp"}).verdict == "aligned"
-    # nor is one whose mode shows in the curves (a hyperparameter): matching curves are the test
-    lr = {**FSDP_DIFF, "name": "lr", "category": "hyperparameter", "baseline": "3e-4", "target": "3.1e-4"}
-    assert _diag(lr, FLAT).verdict == "aligned"
+
+
+def test_unmeasured_noise_does_not_clear_a_relevant_configuration_difference():
+    """Two logs over a short run agree within 1%, but the target's adam_eps differs: with no noise
+    band measured the curves cannot show the difference is harmless, and the configuration check
+    must pass before accuracy is compared. Misaligned on that finding, 'harmless' second; a
+    measured noise band that holds the error, or the change declared, settles it as aligned."""
+    eps = {**FSDP_DIFF, "name": "adam_eps", "category": "hyperparameter", "baseline": "1e-08",
+           "target": "0.00025", "rel_change": 25000.0}
+    short = loss(steps_compared=24, last_step=24, first_step_rel_err=0.0004, mean_rel_err=0.003,
+                 max_rel_err=0.006, mean_signed_rel_err=0.003)
+    d = _diag(eps, short)
+    assert d.verdict == "misaligned" and d.verdict_basis.kind == "evidence"
+    assert "adam_eps" in d.verdict_basis.text and "no noise band" in d.verdict_basis.text
+    assert any("--changed" in m for m in d.verdict_basis.missing)
+    modes = [h.failure_mode for h in d.hypotheses]
+    assert modes[:2] == ["config.hyperparameter_mismatch", "aligned.within_noise"]
+    assert "most likely" in d.summary and "config.hyperparameter_mismatch" in d.summary
+    # the error inside a band the baseline's rerun measured: the curves do clear it (a warning)
+    banded = dict(short, noise_band=0.01, within_noise_band=True)
+    w = Warnings()
+    d = diagnose(_facts(*RUNS, eps, banded), engine="python", warnings=w)
+    assert d.verdict == "aligned"
+    assert any("no visible effect" in i["message"] for i in w.items)
+    # declared as the experiment: no finding, aligned provisionally
+    assert _diag(eps, short, {"type": "declared_change", "name": "adam_eps"}).verdict == "aligned"
+    # a path that differs only in its folder is no relevant difference
+    path = {**FSDP_DIFF, "name": "data_path", "category": "data", "baseline": "/a/x_text_document",
+            "target": "/b/x_text_document", "relevant": False, "path_only": True}
+    assert _diag(path, short).verdict == "aligned"
 
 
 def test_an_evaluation_without_a_consistent_gap_is_aligned_provisionally():
