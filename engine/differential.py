@@ -122,8 +122,29 @@ OBSERVED_SYMPTOMS = {
     "reproduces_on_rerun": ("irreproducible", False),
     "generation_never_stops": ("downstream_gap", True),
     "wrong_first_token": ("downstream_gap", True),
-    "downstream_score_dropped": ("downstream_gap", True),
+    "target_loss_nan": ("nan_overflow", True),
+    "first_step_loss_off": ("first_step_difference", True),
+    "loss_drifts_later": ("long_run_difference", True),
+    "target_loss_spikes": ("spikes", True),
 }
+# The questions that say which symptom class a case is in: asked when nothing collected shows one
+# (a consultation that starts from what a person reports). Where each puts the onset.
+SYMPTOM_QUESTIONS = ("target_loss_nan", "first_step_loss_off", "loss_drifts_later", "target_loss_spikes")
+_OBSERVED_ONSET = {"first_step_loss_off": "step1", "loss_drifts_later": "late"}
+
+
+def symptom_unknown(facts: list[Any]) -> bool:
+    """Nothing collected shows the symptom: no run brought an artefact, nothing was compared, and
+    no answer so far names a symptom (the case is only what a person says)."""
+    for f in facts:
+        ftype = getattr(f, "type", None)
+        if ftype == "observation":
+            hit = OBSERVED_SYMPTOMS.get(getattr(f, "name", ""))
+            if hit is not None and getattr(f, "value", None) is hit[1]:
+                return False
+        elif ftype != "declared_change":
+            return False
+    return True
 
 
 def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
@@ -133,6 +154,7 @@ def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
             hit = OBSERVED_SYMPTOMS.get(getattr(f, "name", ""))
             if hit is not None and getattr(f, "value", None) is hit[1]:
                 prof.symptoms.add(hit[0])
+                prof.onset = prof.onset or _OBSERVED_ONSET.get(getattr(f, "name", ""))
     lc = _first(facts, "loss_compare", role="target")
     nc = _first(facts, "nan_compare", role="target")
     sc = _first(facts, "spike_compare", role="target")

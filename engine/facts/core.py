@@ -107,6 +107,20 @@ OBSERVATIONS: dict[str, tuple[str, str, str]] = {
         "bool", "Is it instruction tuning (SFT), with prompt or padding tokens masked out of the loss, rather than "
                 "pretraining on plain text?",
         "是否为指令微调（SFT），prompt 或 padding token 不计入 loss，而非在纯文本上预训练？"),
+    # what the user sees (the symptom classes), asked when no artefact shows it
+    "target_loss_nan": (
+        "bool", "Does the target's loss or grad norm turn NaN/Inf (or do its steps get skipped for overflow) "
+                "where the baseline's does not?",
+        "目标侧 loss 或 grad norm 是否出现 NaN/Inf（或因溢出而跳过 step），而标杆没有？"),
+    "first_step_loss_off": (
+        "bool", "Is the target's loss already off from the baseline's by more than 1% at the first step?",
+        "第 1 步时目标侧 loss 与标杆的相对偏差是否已超过 1%？"),
+    "loss_drifts_later": (
+        "bool", "Do the two loss curves agree at first and drift apart later (by more than 1%)?",
+        "两条 loss 曲线是否开始一致、之后逐渐偏离（超过 1%）？"),
+    "target_loss_spikes": (
+        "bool", "Does the target's loss spike where the baseline's does not?",
+        "目标侧 loss 是否出现标杆没有的尖刺？"),
 }
 
 

@@ -33,6 +33,10 @@ OBSERVATION_COST: dict[str, str] = {
     "trains_in_fp16": "read",
     "sequence_parallel_on": "read",
     "several_cards": "read",
+    "target_loss_nan": "read",
+    "first_step_loss_off": "read",
+    "loss_drifts_later": "read",
+    "target_loss_spikes": "read",
 }
 DEFAULT_OBSERVATION_COST = "rerun"
 

@@ -193,10 +193,29 @@ def _doc_line(ftype: str) -> str:
 
 
 # ---------------------------------------------------------------- candidates
+# the symptom classes a training curve shows (the rest: reruns, a downstream evaluation)
+_CURVE_SYMPTOMS = frozenset({"nan_overflow", "first_step_difference", "long_run_difference", "spikes",
+                             "grad_norm_difference"})
+
+
 def _question_candidates(facts: list[Fact], pack: CompiledPack, answered: set[str], skipped: set[str],
-                         simulate, lang: str) -> list[_Candidate]:
+                         simulate, lang: str, symptoms: set[str] = frozenset()) -> list[_Candidate]:
     out = []
     asked = _asked_names(pack)
+    from precdx.differential import OBSERVED_SYMPTOMS, SYMPTOM_QUESTIONS, symptom_unknown
+
+    if symptoms & _CURVE_SYMPTOMS and "downstream_gap" not in symptoms:
+        # the curves already differ: what the trained model does downstream (S5, "although training
+        # loss is close") is another symptom class, not a question about this one
+        asked = {n: r for n, r in asked.items() if OBSERVED_SYMPTOMS.get(n, ("",))[0] != "downstream_gap"}
+
+    if symptom_unknown(facts):
+        # Only what a person says: the procedure classifies the symptom first (NaN, first-step gap,
+        # later drift, spikes, a worse downstream metric); the other questions wait until one of
+        # them is answered yes, or all are answered or skipped.
+        first = [n for n in (*SYMPTOM_QUESTIONS, "downstream_metric_gap") if n not in answered | skipped]
+        if first:
+            asked = {n: asked.get(n, set()) | {"DIFFERENTIAL"} for n in first}
     device = run_device(facts)
     for name in sorted(set(asked) - answered - skipped):
         if not question_applies(name, device):
@@ -337,7 +356,8 @@ def plan(facts: FactSet | Iterable[Fact], *, engine: str = "python", lang: str =
     answered = {f.name for f in fact_list if f.type == "observation"}
     candidates: list[_Candidate] = []
     if "question" in kinds:
-        candidates += _question_candidates(fact_list, pack, answered, set(skipped), simulate, lang)
+        candidates += _question_candidates(fact_list, pack, answered, set(skipped), simulate, lang,
+                                           set(diag.profile.symptoms) if diag.profile is not None else set())
     if "check" in kinds:
         fired = {f.rule_id for f in matcher.run(fact_list)}
         candidates += _check_candidates(fact_list, pack, fired, diag, lang)

@@ -114,3 +114,32 @@ def test_one_run_alone_opens_with_the_reference_before_any_question():
     lines.clear()
     consult(facts_of(RUNS), rules_path=str(PACK), prompt=lambda s: "quit", echo=lines.append)
     assert not any(line.startswith(("One run and nothing", "First add the reference")) for line in lines)
+
+
+def test_a_consultation_from_nothing_classifies_the_symptom_first():
+    """Only what a person says (no run, no log): the procedure starts from the symptom class, so
+    the first questions are the symptom ones (NaN, first-step gap, later drift, spikes, a worse
+    downstream metric), not a question about one failure mode. A 'yes' establishes the symptom:
+    the verdict follows from it and the differential ranks the modes that present that way;
+    further questions are then about causes."""
+    from precdx.differential import SYMPTOM_QUESTIONS
+
+    classify = {*SYMPTOM_QUESTIONS, "downstream_metric_gap"}
+    skipped = consult(facts_of([]), prompt=lambda s: "skip", echo=lambda _: None, max_questions=5)
+    assert set(skipped.asked) == classify
+    nan = consult(facts_of([]), prompt=lambda s: "yes" if s.id == "target_loss_nan" else "skip",
+                  echo=lambda _: None, max_questions=6)
+    assert "target_loss_nan" in nan.asked and set(nan.asked[:nan.asked.index("target_loss_nan")]) <= classify
+    later = nan.asked[nan.asked.index("target_loss_nan") + 1:]
+    # the symptom is known: the rest asks about causes, not about what the model does downstream
+    assert later and not set(later) & (classify | {"generation_never_stops", "wrong_first_token"})
+    d = nan.diagnosis
+    assert d.verdict == "misaligned" and "nan_overflow" in d.profile.symptoms
+    assert d.hypotheses and d.hypotheses[0].failure_mode.startswith(("nan.", "numerics.", "memory."))
+    # a first-step gap reported: a step-1 profile, the modes that present at step 1
+    s1 = consult(facts_of([]), prompt=lambda s: "yes" if s.id == "first_step_loss_off" else "skip",
+                 echo=lambda _: None, max_questions=2)
+    assert s1.diagnosis.profile.onset == "step1" and s1.diagnosis.hypotheses
+    # with runs or curves collected, the symptom questions are not asked (the artefacts tell)
+    assert not set(consult(facts_of(RUNS), rules_path=str(PACK), prompt=lambda s: "skip",
+                           echo=lambda _: None, max_questions=50).asked) & set(SYMPTOM_QUESTIONS)

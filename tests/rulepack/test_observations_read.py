@@ -23,11 +23,13 @@ def _observation_names(rule) -> set[str]:
 
 
 def test_every_observation_is_read_by_a_rule():
-    """... or by the symptom differential, for the questions that settle a scope (what kind of job
-    it is: MoE, fp16, sequence parallelism, several cards)."""
-    from precdx.differential import SCOPE_QUESTIONS
+    """... or by the symptom differential: the questions that settle a scope (what kind of job it
+    is: MoE, fp16, sequence parallelism, several cards) and those whose answer is a symptom (the
+    symptom class a person reports: NaN, first-step gap, drift, spikes, a worse metric)."""
+    from precdx.differential import OBSERVED_SYMPTOMS, SCOPE_QUESTIONS, SYMPTOM_QUESTIONS
 
-    read: set[str] = set(SCOPE_QUESTIONS.values())
+    read: set[str] = set(SCOPE_QUESTIONS.values()) | set(OBSERVED_SYMPTOMS)
+    assert set(SYMPTOM_QUESTIONS) <= set(OBSERVED_SYMPTOMS)
     assert read <= set(OBSERVATIONS)
     for entry in load_rules(None):
         rule = getattr(entry, "rule", entry)
