@@ -988,11 +988,12 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
                       and h.grade == "checklist" and _config_evidence(h)), None)
         if found is not None and band is None and not any(getattr(f, "type", None) == "eval_gap" for f in facts):
             keys = ", ".join(dict.fromkeys(k for e in found.evidence if (k := _config_key(e))))
+            what = f"{found.failure_mode}{('：' if zh else ': ') + keys if keys else ''}"
             return "misaligned", VerdictBasis(kind="evidence", text=(
                 f"{n} 个共同 step 上无超差，但未测波动带，曲线不能排除检查清单发现的相关配置差异"
-                f"（{found.failure_mode}：{keys}）；对比精度前配置检查必须通过" if zh else
+                f"（{what}）；对比精度前配置检查必须通过" if zh else
                 f"No gap over the {n} common steps given, but with no noise band measured the curves cannot "
-                f"clear the relevant configuration difference the checklist found ({found.failure_mode}: {keys}); "
+                f"clear the relevant configuration difference the checklist found ({what}); "
                 f"the configuration check must pass before accuracy is compared"), missing=[
                 "对齐该差异后的重跑（若为有意改动，用 --changed 声明）" if zh else
                 "a rerun with that difference aligned (declare it with --changed if it is intended)",

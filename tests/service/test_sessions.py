@@ -19,6 +19,20 @@ def _answer(q: str, a) -> dict:
     return {"answers": [{"question": q, "answer": a}]}
 
 
+def test_a_session_from_no_fact_asks_the_symptom_class_first(client):
+    """A chat that starts from what a person says: the first question is which symptom they see;
+    a yes is the symptom (the verdict follows from it), and the next question is about a cause."""
+    from precdx.differential import SYMPTOM_QUESTIONS
+
+    state = client.post("/v1/sessions", json={"facts": []}).json()
+    assert state["next_question"]["id"] in {*SYMPTOM_QUESTIONS, "downstream_metric_gap"}
+    state = client.post(f"/v1/sessions/{state['session_id']}/turns", json=_answer("target_loss_nan", "yes")).json()
+    assert state["diagnosis"]["verdict"] == "misaligned"
+    assert "nan_overflow" in state["diagnosis"]["profile"]["symptoms"]
+    assert state["next_question"] is None or state["next_question"]["id"] not in {
+        *SYMPTOM_QUESTIONS, "downstream_metric_gap", "generation_never_stops", "wrong_first_token"}
+
+
 def test_a_chat_consultation_over_several_turns(client):
     r = client.post("/v1/sessions", json={"facts": RUNS})
     assert r.status_code == 201
