@@ -651,6 +651,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     if verdict != "aligned":
         hypotheses = [h for h in hypotheses if not (h.verdict == "aligned" and profile.symptoms & set(dx.MISALIGNING))] \
             if profile.symptoms & set(dx.MISALIGNING) else hypotheses
+    found = None  # the checklist finding a misaligned verdict rests on while the curves agree
     if verdict == "aligned":
         hypotheses = _with_aligned_hypothesis(hypotheses, basis, catalog, lang, kb, fact_list)
     elif basis.kind == "evidence" and not profile.symptoms & set(dx.MISALIGNING) and (
@@ -658,6 +659,7 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
             and hypotheses and hypotheses[0].grade == "checklist":
         # (the curves agree, on a checklist finding alone: that the difference is harmless stays the
         # alternative)
+        found = hypotheses[0]
         n = getattr(lc, "steps_compared", 0) or 0
         hypotheses = _with_aligned_hypothesis(hypotheses, VerdictBasis(kind="provisional", text=(
             f"在给定的 {n} 个共同 step 上无超差；该差异可能无影响" if lang == "zh" else
@@ -668,6 +670,14 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     belief = {h.failure_mode: h.score for h in hypotheses if h.verdict == "misaligned"}
     split = dx.split_step(fact_list, pack, belief, lang=lang, reference_first=prior_why == "alone") \
         if verdict != "aligned" else None
+    # what splits "the difference matters" from "harmless" is a run with the difference aligned
+    # (or the evaluation the finding's own steps name), not a dump of a step where nothing diverges
+    settle = next((st for st in (found.next_steps if found is not None else ())
+                   if st.cost in ("rerun", "long_run")), None)
+    if settle is not None:
+        split = {"id": "align_difference", "action": settle.action, "command": settle.command, "why": settle.why,
+                 "cost": settle.cost, "cost_label": settle.cost_label,
+                 "modes": [found.failure_mode, ALIGNED_MODE]}
     prof_out = Profile(symptoms=sorted(profile.symptoms), own=sorted(profile.own), runs=profile.runs, onset=profile.onset,
                        step1_magnitude=profile.step1_magnitude, error_shape=profile.error_shape, text=profile_text)
     return Diagnosis(

@@ -368,6 +368,10 @@ def test_unmeasured_noise_does_not_clear_a_relevant_configuration_difference():
     modes = [h.failure_mode for h in d.hypotheses]
     assert modes[:2] == ["config.hyperparameter_mismatch", "aligned.within_noise"]
     assert "most likely" in d.summary and "config.hyperparameter_mismatch" in d.summary
+    # what splits the two is a run with adam_eps aligned, not a dump of a step where nothing diverges
+    assert d.split_step.id == "align_difference" and d.split_step.cost == "rerun"
+    assert "adam_eps" in d.split_step.action
+    assert set(d.split_step.modes) == {"config.hyperparameter_mismatch", "aligned.within_noise"}
     # the error inside a band the baseline's rerun measured: the curves do clear it (a warning)
     banded = dict(short, noise_band=0.01, within_noise_band=True)
     w = Warnings()
