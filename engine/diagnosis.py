@@ -88,7 +88,9 @@ class VerdictBasis(BaseModel):
     kind: Literal["symptoms", "accepted", "provisional", "evidence", "none"] = Field(
         description="symptoms: the curves / NaN counts / grad norms differ beyond tolerance; accepted: no gap, "
                     "by a measured noise band or the documented acceptance; provisional: no gap on what was "
-                    "given, but short or without a band; evidence: no symptom, a localised defect; none")
+                    "given, but short or without a band; evidence: no symptom, but a localised defect, or a "
+                    "checklist finding the curves cannot clear (no noise band measured and no evaluation given, "
+                    "or a difference that shows only downstream); none")
     text: str
     missing: list[str] = Field(default_factory=list, description="evidence that would firm up the verdict")
 
