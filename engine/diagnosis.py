@@ -656,9 +656,9 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     found = None  # the checklist finding a misaligned verdict rests on while the curves agree
     if verdict == "aligned":
         hypotheses = _with_aligned_hypothesis(hypotheses, basis, catalog, lang, kb, fact_list)
-    elif basis.kind == "evidence" and not profile.symptoms & set(dx.MISALIGNING) and (
-            lc := _loss(fact_list)) is not None and (getattr(lc, "steps_compared", 0) or 0) >= PROVISIONAL_MIN_STEPS \
-            and hypotheses and hypotheses[0].grade == "checklist":
+    elif basis.kind == "evidence" and (lc := _loss(fact_list)) is not None \
+            and (getattr(lc, "steps_compared", 0) or 0) >= PROVISIONAL_MIN_STEPS \
+            and hypotheses and _checklist_finding(hypotheses[0]):
         # (the curves agree, on a checklist finding alone: that the difference is harmless stays the
         # alternative)
         found = hypotheses[0]
@@ -704,6 +704,11 @@ ALIGNED_MODE = "aligned.within_noise"
 ALIGNED_SCORE = {"accepted": 0.75, "provisional": 0.5}
 
 
+def _checklist_finding(h: Hypothesis) -> bool:
+    """A misaligned hypothesis the checklist raised, strong enough to carry a verdict."""
+    return h.verdict == "misaligned" and h.grade == "checklist" and h.score >= MISALIGNED_THRESHOLD
+
+
 def _config_evidence(h: Hypothesis) -> bool:
     """A hypothesis a rule raised from a relevant configuration difference (config_diff)."""
     return any(str(e.fact).startswith("config_diff") and e.rule not in (DIFFERENTIAL_RULE, MECHANISM_RULE)
@@ -736,9 +741,7 @@ def _with_aligned_hypothesis(hyps: list[Hypothesis], basis: VerdictBasis, catalo
     the missing evidence as its next steps) -- after any difference that typically shows only in
     a downstream evaluation nobody supplied. `found_first`: the verdict rests on what the
     checklist found (the curves agree): those findings go first, 'aligned' is their alternative."""
-    ahead = [h for h in hyps if _downstream_only(h, kb or {}, facts or [])
-             or (found_first and h.verdict == "misaligned" and h.grade == "checklist"
-                 and h.score >= MISALIGNED_THRESHOLD)]
+    ahead = [h for h in hyps if _downstream_only(h, kb or {}, facts or []) or (found_first and _checklist_finding(h))]
     rest = [h for h in hyps if h not in ahead]
     existing = next((h for h in rest if h.failure_mode == ALIGNED_MODE), None)
     if existing is not None:
@@ -951,6 +954,7 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
             "两侧训练日志（baseline 与 target），且至少有几个共同 step" if zh else
             "two training logs (baseline and target) with at least a few common steps"])
     n = getattr(lc, "steps_compared", 0) or 0
+    eval_given = any(getattr(f, "type", None) == "eval_gap" for f in facts)
     band = getattr(lc, "noise_band", None)
     within = getattr(lc, "within_noise_band", None)
     gn = next((f for f in facts if getattr(f, "type", None) == "grad_norm_compare"
@@ -996,9 +1000,8 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
         # pass before curves are compared (hyperparameters, data, weights), and a curve with no
         # noise band cannot show that a relevant difference does not matter (a downstream
         # evaluation without a consistent gap, where given, does).
-        found = next((h for h in hypotheses if h.verdict == "misaligned" and h.score >= MISALIGNED_THRESHOLD
-                      and h.grade == "checklist" and _config_evidence(h)), None)
-        if found is not None and band is None and not any(getattr(f, "type", None) == "eval_gap" for f in facts):
+        found = next((h for h in hypotheses if _checklist_finding(h) and _config_evidence(h)), None)
+        if found is not None and band is None and not eval_given:
             keys = ", ".join(dict.fromkeys(k for e in found.evidence if (k := _config_key(e))))
             what = f"{found.failure_mode}{('：' if zh else ': ') + keys if keys else ''}"
             return "misaligned", VerdictBasis(kind="evidence", text=(
@@ -1010,7 +1013,6 @@ def derive_verdict(hypotheses: list[Hypothesis], profile=None, facts: list[Fact]
                 "对齐该差异后的重跑（若为有意改动，用 --changed 声明）" if zh else
                 "a rerun with that difference aligned (declare it with --changed if it is intended)",
                 *missing])
-    eval_given = any(getattr(f, "type", None) == "eval_gap" for f in facts)
     if not eval_given:
         missing.append("a downstream evaluation of both models (a gap can show only there)" if not zh
                        else "两侧模型的下游评测（差异可能只在下游体现）")

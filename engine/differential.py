@@ -133,28 +133,28 @@ SYMPTOM_QUESTIONS = ("target_loss_nan", "first_step_loss_off", "loss_drifts_late
 _OBSERVED_ONSET = {"first_step_loss_off": "step1", "loss_drifts_later": "late"}
 
 
+def observed_symptom(f: Any) -> str | None:
+    """The symptom an answered observation reports (OBSERVED_SYMPTOMS), else None."""
+    if getattr(f, "type", None) != "observation":
+        return None
+    hit = OBSERVED_SYMPTOMS.get(getattr(f, "name", ""))
+    return hit[0] if hit is not None and getattr(f, "value", None) is hit[1] else None
+
+
 def symptom_unknown(facts: list[Any]) -> bool:
     """Nothing collected shows the symptom: no run brought an artefact, nothing was compared, and
     no answer so far names a symptom (the case is only what a person says)."""
-    for f in facts:
-        ftype = getattr(f, "type", None)
-        if ftype == "observation":
-            hit = OBSERVED_SYMPTOMS.get(getattr(f, "name", ""))
-            if hit is not None and getattr(f, "value", None) is hit[1]:
-                return False
-        elif ftype != "declared_change":
-            return False
-    return True
+    return all(getattr(f, "type", None) in ("observation", "declared_change") and observed_symptom(f) is None
+               for f in facts)
 
 
 def build_profile(facts: list[Any], symptoms: Iterable[str]) -> Profile:
     prof = Profile(symptoms=set(symptoms), scopes=read_scopes(facts))
     for f in facts:
-        if getattr(f, "type", None) == "observation":
-            hit = OBSERVED_SYMPTOMS.get(getattr(f, "name", ""))
-            if hit is not None and getattr(f, "value", None) is hit[1]:
-                prof.symptoms.add(hit[0])
-                prof.onset = prof.onset or _OBSERVED_ONSET.get(getattr(f, "name", ""))
+        symptom = observed_symptom(f)
+        if symptom is not None:
+            prof.symptoms.add(symptom)
+            prof.onset = prof.onset or _OBSERVED_ONSET.get(getattr(f, "name", ""))
     lc = _first(facts, "loss_compare", role="target")
     nc = _first(facts, "nan_compare", role="target")
     sc = _first(facts, "spike_compare", role="target")
