@@ -379,7 +379,9 @@ def test_a_timed_out_diagnosis_gives_its_slot_back(tmp_path):
     env = {"PRECDX_MAX_JOBS": "1", "PRECDX_REQUEST_TIMEOUT": "2"}
     server = Server(f"sqlite:///{tmp_path / 's.db'}", workers=1, env=env)
     try:
-        case = _slow_case(400_000)
+        # about 4 s of reading on a fast 2-core machine (2 s were not enough once the block reader
+        # got faster: the job ended at the deadline, before the second request was answered)
+        case = _slow_case(400_000, files=4)
         started = time.monotonic()
         r = httpx.post(server.url + "/v1/diagnose", content=case, headers={"content-type": "application/x-tar"},
                        timeout=60)
