@@ -383,14 +383,19 @@ class _Reader:
         chains = None
         if wraps or self.olmo is not None:
             # Multi-line records read in bulk are looked for among the lines whose shape does not
-            # settle them (one read from its tokens, or no parser's concern: never such a line;
-            # a record holding one is read per line).
-            loose = others[~(known & ((reads & ~slow) | quiet))]
+            # settle them: a line read from its tokens never is one of them (a record holding one
+            # is read per line); a line of a quiet shape (no parser's concern) may only continue a
+            # hard-wrapped record, whose parser swallows it.
+            read = known & reads & ~slow
+            loose = others[~(read | (known & quiet))]
             drop = []
-            if wraps and loose.size:
+            cont = others[~read] if wraps else loose
+            if wraps and cont.size:
                 done = np.ones(n, dtype=bool)
-                done[loose] = False
-                wrapped = self._wrapped(body, a, starts, nl, done)
+                done[cont] = False
+                shape = np.zeros(n, dtype=np.uint64)
+                shape[others] = hashes
+                wrapped = self._wrapped(body, a, starts, nl, done, shape)
                 if wrapped is not None:
                     fast[wrapped[2]] = True
                     drop.append(wrapped[2])
@@ -978,13 +983,16 @@ class _Reader:
                     cols["nan_iters"], False, extra)
         return rows, idx
 
-    def _wrapped(self, body: bytes, a: np.ndarray, starts: np.ndarray, nl: np.ndarray, done: np.ndarray):
+    def _wrapped(self, body: bytes, a: np.ndarray, starts: np.ndarray, nl: np.ndarray, done: np.ndarray,
+                 shape: np.ndarray | None = None):
         """Megatron records hard-wrapped over several lines (none of them `done`: a bool per line),
         whose lines no other parser acts on (scan.c: pdx_wrapped): their lines joined as the parser
         joins them, read in columns like any iteration line. (rows (line: each record's last line,
-        where the parser emits it), their first lines, every line of them), or None."""
+        where the parser emits it), their first lines, every line of them), or None. `shape`: the
+        hash of each line's shape when known (0: not), which spares the kernel looking at every
+        line of a shape it has seen."""
         f, last, joined = native.wrapped(self.kern, a.ctypes.data, len(body), starts, nl, done.view(np.uint8),
-                                         _MAX_WRAP, *self.wrap_literals)
+                                         _MAX_WRAP, *self.wrap_literals, shape=shape)
         if f.size == 0:
             return None
         aj = np.frombuffer(joined, dtype=np.uint8)

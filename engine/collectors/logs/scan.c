@@ -19,9 +19,22 @@
 
 #define PIPE '|'
 
+/* Whether [s, s+n) holds `iteration` (memchr for its first byte, as next_literal below). */
+static int has_iteration(const uint8_t *s, int64_t n) {
+    const uint8_t *e = s + n;
+    while (e - s >= 9) {
+        const uint8_t *q = memchr(s, 'i', (size_t)(e - s - 8));
+        if (q == NULL) return 0;
+        if (!memcmp(q, "iteration", 9)) return 1;
+        s = q + 1;
+    }
+    return 0;
+}
+
 /* Line starts and ends (the newline's offset) of the block, for up to `cap` lines; cand[i] = 1
  * when line i can be a Megatron iteration line read in columns (not empty, ends with a pipe,
- * holds another pipe). *longest: the longest line's length (bytes before its newline). Returns
+ * holds another pipe and `iteration`, which every line layout holds where it reads its step;
+ * the numpy path leaves that last test to the layouts). *longest: the longest line's length (bytes before its newline). Returns
  * the number of lines, or -(the number of lines) when there are more than `cap` (nothing past
  * `cap` written: call again with room for them all). */
 int64_t pdx_lines(const uint8_t *b, int64_t n, int64_t cap, int64_t *starts, int64_t *ends, uint8_t *cand,
@@ -34,7 +47,8 @@ int64_t pdx_lines(const uint8_t *b, int64_t n, int64_t cap, int64_t *starts, int
         if (i < cap) {
             starts[i] = s;
             ends[i] = e;
-            cand[i] = e > s && b[e - 1] == PIPE && e - 1 > s && memchr(b + s, PIPE, (size_t)(e - 1 - s)) != NULL;
+            cand[i] = e > s && b[e - 1] == PIPE && e - 1 > s && memchr(b + s, PIPE, (size_t)(e - 1 - s)) != NULL
+                      && has_iteration(b + s, e - s);
         }
         if (e - s > most) most = e - s;
         i++;
@@ -895,7 +909,27 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
  * header holding none of the literals `hl` (every other parser's), the others none of `cl` (those
  * of the other parsers that see a line the Megatron parser swallows): per record, its first and
  * last lines (first[k], last[k]) and its joined text, into out (a line each, '\n' after each;
- * room for the block's size). Returns the number of records; *used: the bytes written. */
+ * room for the block's size). Returns the number of records; *used: the bytes written.
+ * `shape` (or NULL): per line of the block, the hash of its shape (pdx_shapes's; 0 for none).
+ * What is looked at in a line here (printable bytes, the header, the literals, which hold no
+ * digit: the caller passes NULL otherwise) is the same in every line of one shape, so it is worked
+ * out once per shape (a table of WRAP_SLOTS shapes for the call). */
+#define WRAP_SLOTS 1024
+#define WRAP_HEAD_KNOWN 1
+#define WRAP_HEAD 2       /* a header line of a wrapped record (but for its tail) */
+#define WRAP_BODY_KNOWN 4
+#define WRAP_BODY 8       /* a line that may follow one */
+
+/* The bits known of shape `h` (a slot of the table: direct-mapped, the last shape wins). */
+static uint8_t *wrap_slot(uint64_t *key, uint8_t *val, uint64_t h) {
+    int64_t slot = (int64_t)(h & (WRAP_SLOTS - 1));
+    if (key[slot] != h) {
+        key[slot] = h;
+        val[slot] = 0;
+    }
+    return val + slot;
+}
+
 /* Whether [s, e) holds `iteration\s+\d+\s*\/\s*\d+\s*\|`. */
 static int meg_header(const uint8_t *s, const uint8_t *e) {
     for (const uint8_t *q = s; (q = next_literal(q, e, (const uint8_t *)"iteration", 9)) != NULL; q++) {
@@ -924,10 +958,13 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
                     int64_t hnpre, const uint8_t *hshift, const int32_t *hshort, int64_t hnshort,
                     const uint8_t *cblob, const int64_t *coff, const uint32_t *cpre, const int32_t *cpre_lit,
                     int64_t cnpre, const uint8_t *cshift, const int32_t *cshort, int64_t cnshort,
-                    int64_t *first, int64_t *last, uint8_t *out, int64_t *used) {
+                    const uint64_t *shape, int64_t *first, int64_t *last, uint8_t *out, int64_t *used) {
     Lits hl = {hblob, hoff, hpre, hpre_lit, hnpre, hshift, hshort, hnshort};
     Lits cl = {cblob, coff, cpre, cpre_lit, cnpre, cshift, cshort, cnshort};
     int64_t k = 0, o = 0;
+    uint64_t skey[WRAP_SLOTS];
+    uint8_t sval[WRAP_SLOTS];  /* per shape: WRAP_* bits, those worked out so far */
+    if (shape) memset(skey, 0, sizeof skey);
     for (int64_t i = 0; i < n; i++) {
         if (done[i]) continue;
         const uint8_t *s = b + starts[i], *e = b + ends[i];
@@ -946,13 +983,31 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
         int word = u < e;
         for (const uint8_t *p = u; p < e && word; p++)
             word = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == ' ';
-        if (!word || !printable(s, e0) || !meg_header(s, e) || has_literal(s, e0, &hl)) continue;
+        if (!word) continue;
+        uint64_t h = shape ? shape[i] : 0;
+        uint8_t *known = h ? wrap_slot(skey, sval, h) : NULL;
+        if (known && (*known & WRAP_HEAD_KNOWN)) {
+            if (!(*known & WRAP_HEAD)) continue;
+        } else {
+            int head = printable(s, e0) && meg_header(s, e) && !has_literal(s, e0, &hl);
+            if (known) *known |= WRAP_HEAD_KNOWN | (head ? WRAP_HEAD : 0);
+            if (!head) continue;
+        }
         /* the lines after it, up to one that ends with '|' */
         int64_t j = i + 1, c = -1;
         for (; j < n && j - i < maxwrap; j++) {
             const uint8_t *cs = b + starts[j], *ce = b + ends[j];
             if (ce > cs && ce[-1] == '\r') ce--;
-            if (done[j] || !printable(cs, ce) || meg_header(cs, ce) || has_literal(cs, ce, &cl)) break;
+            if (done[j]) break;
+            uint64_t hj = shape ? shape[j] : 0;
+            uint8_t *kj = hj ? wrap_slot(skey, sval, hj) : NULL;
+            if (kj && (*kj & WRAP_BODY_KNOWN)) {
+                if (!(*kj & WRAP_BODY)) break;
+            } else {
+                int body = printable(cs, ce) && !meg_header(cs, ce) && !has_literal(cs, ce, &cl);
+                if (kj) *kj |= WRAP_BODY_KNOWN | (body ? WRAP_BODY : 0);
+                if (!body) break;
+            }
             while (ce > cs && blank(ce[-1])) ce--;
             if (ce > cs && ce[-1] == PIPE) {
                 c = j;

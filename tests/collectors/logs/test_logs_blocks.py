@@ -180,6 +180,37 @@ def test_generated_folded(tmp_path: Path, monkeypatch, threads: int) -> None:
         _assert_same(path, block)
 
 
+def _wrap(line: str) -> list[str]:
+    """A Megatron record hard-wrapped in three lines, each of the first two ending mid-field."""
+    a = line.index("| learning rate") + 9
+    b = line.index("| number of skipped") + 11
+    return [line[:a].rstrip(), "  " + line[a:b].strip(), "  " + line[b:].lstrip()]
+
+
+def test_hard_wrapped_records_in_bulk(tmp_path: Path, threads: int) -> None:
+    """A long run of hard-wrapped records (what is looked at in their lines is worked out once per
+    line shape in scan.c), some of whose lines hold what makes them not one: a literal another
+    parser acts on in the first or a later line, a byte that is not printable, another header."""
+    lines = []
+    for s in range(1, 3000):
+        rec = _wrap(_meg(s, gn=format(0.5 + (s % 7) * 3.1, ".3f")))
+        if s % 97 == 0:
+            rec[0] = rec[0].replace("consumed samples", "consumed step= samples")
+        elif s % 89 == 0:
+            rec[1] = rec[1].replace("global batch size", "global batch rerun size")
+        elif s % 83 == 0:
+            rec[2] = rec[2].replace("number of nan", "number of\x07nan")
+        elif s % 79 == 0:
+            rec[1] = rec[1] + " iteration 5/ 10 |"
+        lines.extend(rec)
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for block in (1 << 22, 50_000):
+        stats = _assert_same(path, block)
+        if os.environ["PRECDX_NATIVE"] == "1":  # (the numpy path reads such records per line)
+            assert stats.columnar > 2800, (block, stats.columnar)  # records read in bulk
+
+
 def test_deepspeed_skip_borrowing(tmp_path: Path, threads: int) -> None:
     """Megatron-DeepSpeed client lines without skip counters beside the DeepSpeed engine's running
     total: the curve borrows the engine's per-step skips."""
