@@ -53,6 +53,9 @@ MAX_EVENTS = 10_000  # events kept verbatim per run; counts stay exact beyond th
 # they changed are kept, not a column): compared across runs by lr_compare.
 TRACKED = ("global_batch_size", "consumed_samples", "consumed_tokens", "total_steps", "epoch")
 MAX_PENDING = 10_000  # step-less records held until a progress-bar counter dates them
+# Events looked up in one queue of records in columns with numpy before its lines are made a list
+# for bisect (which costs a pass over them, and pays from about this many lookups on).
+_LOOKUPS = 64
 MAX_STEP = 2 ** 53   # steps are counters; NaN, Inf or anything beyond exact float range is garbage
 _NAN = math.nan
 MAX_POINTS = 200_000  # points kept per run before folding into windows (see module docstring)
@@ -648,15 +651,27 @@ class SeriesBuilder:
         for fw, entry in self._queue.items():
             rows, cur = entry[0], entry[1]
             if len(entry) < 3:
-                entry.append(rows.line.tolist())  # (bisect on a list: many events per queue)
-            lines = entry[2]
+                entry.append(0)
+            lines = entry[2]  # lookups so far; then the lines as a list (bisect on a list: many events)
+            if lines.__class__ is int:
+                if lines < _LOOKUPS:
+                    entry[2] = lines + 1
+                    k = int(np.searchsorted(rows.line, line)) - 1
+                    if k >= cur and int(rows.line[k]) > best_line:
+                        best_line, best = self._step_at(fw, rows, k, cur)
+                    continue
+                lines = entry[2] = rows.line.tolist()
             k = bisect.bisect_left(lines, line) - 1
             if k >= cur and lines[k] > best_line:
-                step = rows.step[k:k + 1]
-                if rows.inferred is not None:
-                    step = self._numbered(fw, step, rows.inferred[k:k + 1], k - cur)
-                best_line, best = int(rows.line[k]), int(np.trunc(step[0]))
+                best_line, best = self._step_at(fw, rows, k, cur)
         return best
+
+    def _step_at(self, fw: str, rows, k: int, cur: int) -> tuple[int, int]:
+        """(line, step) of queued record k of `fw` (the first not added being `cur`)."""
+        step = rows.step[k:k + 1]
+        if rows.inferred is not None:
+            step = self._numbered(fw, step, rows.inferred[k:k + 1], k - cur)
+        return int(rows.line[k]), int(np.trunc(step[0]))
 
     def counts_only(self) -> bool:
         """Events are only counted from now on (MAX_EVENTS of them kept): a reader may pass their
