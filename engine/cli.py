@@ -134,6 +134,10 @@ def tune_allocator() -> bool:
     return _TUNED
 
 
+# The cyclic collector's pace while a one-shot command runs (see _one_shot).
+ONE_SHOT_GC = (200_000, 20, 20)
+
+
 def _one_shot(command):
     """For a command that reads a case once and exits. Such a call allocates a few hundred
     thousand objects that mostly live to its end (modules, models, facts), and the cyclic
@@ -156,7 +160,7 @@ def _one_shot(command):
             _froze = False
         tune_allocator()
         before = gc.get_threshold()
-        gc.set_threshold(200_000, 20, 20)
+        gc.set_threshold(*ONE_SHOT_GC)
         try:
             return command(*args, **kwargs)
         finally:

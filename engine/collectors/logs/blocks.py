@@ -890,6 +890,21 @@ class _Reader:
                     counted[t] = True
             other = other[~counted[tt[other]]]
         if other.size:
+            # Lines of shapes that only make evaluation records, of one framework: the builder
+            # only counts those, so do they (and the read statistics), by shape.
+            ids, n = np.unique(tt[other], return_counts=True)
+            counted = np.zeros(len(table.templates), dtype=bool)
+            fws = self.stats.frameworks
+            for t, m in zip(ids.tolist(), n.tolist()):
+                got = _evals_only(table.templates[t])
+                if got is not None:
+                    fw, k = got
+                    self.builder.count_evals(k * m)
+                    fws[fw] = fws.get(fw, 0) + k * m
+                    counted[t] = True
+            if counted.any():
+                other = other[~counted[tt[other]]]
+        if other.size:
             body, starts, nl = scan.body, scan.starts, scan.nl
             for k in other.tolist():
                 i = int(tl[k])
@@ -1233,6 +1248,19 @@ def _event_kinds(tpl) -> tuple | None:
             return None
         kinds.append(how[1])
     return tuple(kinds)
+
+
+def _evals_only(tpl) -> tuple[str, int] | None:
+    """(framework, records per line) when a learnt shape makes only evaluation records of one
+    framework, both fixed (SeriesBuilder.add counts such records, nothing more); else None."""
+    fw = None
+    for cls, attrs, _ in tpl.items:
+        kind, framework = attrs.get("kind"), attrs.get("framework")
+        if (cls is not Record or kind is None or kind[0] != "const" or kind[1] == "train" or framework is None
+                or framework[0] != "const" or fw not in (None, framework[1])):
+            return None
+        fw = framework[1]
+    return None if fw is None else (fw, len(tpl.items))
 
 
 def _dynamic_rows(tpl, lines: np.ndarray, tv: np.ndarray, state_at, q: np.ndarray, builder) -> Rows | None:

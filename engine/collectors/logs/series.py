@@ -683,6 +683,10 @@ class SeriesBuilder:
         assert self.counts_only()
         self.event_counts[kind] = self.event_counts.get(kind, 0) + n
 
+    def count_evals(self, n: int) -> None:
+        """`n` evaluation records (what `add` keeps of one: that it came)."""
+        self.evals += n
+
     def dated(self, framework: str) -> bool:
         """Records of `framework` that print no step are numbered as they come (no longer held
         for a progress counter to date them): they may be queued in columns."""

@@ -211,6 +211,28 @@ def test_hard_wrapped_records_in_bulk(tmp_path: Path, threads: int) -> None:
             assert stats.columnar > 2800, (block, stats.columnar)  # records read in bulk
 
 
+def test_evaluation_records_counted_by_shape(tmp_path: Path, monkeypatch, threads: int) -> None:
+    """nanoGPT's evaluation lines (records the builder only counts) are counted by shape once
+    their shape is learnt: the same count, series and statistics as the per-line reader."""
+    seen = []
+    real = blocks._evals_only
+    monkeypatch.setattr(blocks, "_evals_only", lambda tpl: seen.append(real(tpl)) or seen[-1])
+    lines = []
+    for s in range(0, 40_000, 10):
+        lines.append(f"iter {s}: loss {3.0 - s / 1e5:.4f}, time {100 + s % 7:.2f}ms, mfu {15 + s % 3:.2f}%")
+        if s % 200 == 0:
+            lines.append(f"step {s}: train loss {3.1 - s / 1e5:.4f}, val loss {3.2 - s / 1e5:.4f}")
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    for block in (1 << 22, 5000):
+        _assert_same(path, block)
+    b = SeriesBuilder("r", "target")
+    read_into(path, ReadStats(str(path)), b, columns=True)
+    assert b.evals == 200
+    if os.environ["PRECDX_NATIVE"] == "1":  # (shapes are learnt with the kernels only)
+        assert any(got == ("nanogpt", 1) for got in seen)
+
+
 def test_deepspeed_skip_borrowing(tmp_path: Path, threads: int) -> None:
     """Megatron-DeepSpeed client lines without skip counters beside the DeepSpeed engine's running
     total: the curve borrows the engine's per-step skips."""
