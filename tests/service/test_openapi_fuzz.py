@@ -9,13 +9,16 @@ The three fact-taking operations are tests of their own, the rest one test.
 
 The three take the same list of facts (one schema, one parser: service/sessions.py parse_facts),
 as an object's `facts` or as a bare list (FactList). Its coverage phase -- every boundary and
-wrong type of every fact of the union -- runs once, on /v1/diagnose (about a minute: both forms).
+wrong type of every fact of the union -- runs once, on /v1/diagnose (both forms built, one in eight
+of the bare-list bodies sent: `_list_coverage_case`).
 The two session operations run the explicit examples and the fuzzing phase (randomised bodies:
 facts, answers, lang, archives) with more examples instead (a few seconds each): each of their
 requests also plans the session's next question (two dozen simulated diagnoses), so the same
 fact variants there cost a minute and a half of the suite and checked nothing /v1/diagnose does
 not. (Their fuzzing found the bare list the server took but the schema did not document.)"""
 from __future__ import annotations
+
+import zlib
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -111,7 +114,19 @@ def test_api_never_fails_on_generated_requests(case, client):
 @schema.include(method="POST", path="/v1/diagnose").parametrize()
 @SETTINGS
 def test_diagnose_never_fails_on_generated_requests(case, client):
+    if _list_coverage_case(case) and zlib.crc32(repr(case.body).encode()) % 8:
+        return  # (see _list_coverage_case: one in eight is sent)
     _never_fails(case, client, DIAGNOSE_EXCLUDED)
+
+
+def _list_coverage_case(case) -> bool:
+    """A coverage-phase request whose body is a bare list of facts. The phase builds about as many
+    of them as of `{"facts": [...]}` bodies, with the same fact variants (both forms go to one
+    parser: service/sessions.py parse_facts), so sending them all doubled the module for nothing
+    the object form does not check; a fixed one in eight of them (by their body) still puts the
+    bare-list form through the same boundaries, and the fuzzing phase sends both forms."""
+    phase = getattr(case.meta, "phase", None)
+    return getattr(phase, "name", None) == "coverage" and isinstance(case.body, list)
 
 
 @schema.include(method="POST", path="/v1/sessions").parametrize()
