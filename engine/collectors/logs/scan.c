@@ -34,7 +34,8 @@ static int has_iteration(const uint8_t *s, int64_t n) {
 /* Line starts and ends (the newline's offset) of the block, for up to `cap` lines; cand[i] = 1
  * when line i can be a Megatron iteration line read in columns (not empty, ends with a pipe,
  * holds another pipe and `iteration`, which every line layout holds where it reads its step;
- * the numpy path leaves that last test to the layouts). *longest: the longest line's length (bytes before its newline). Returns
+ * the numpy path leaves that last test to the layouts). *longest: the longest line's length
+ * (bytes before its newline). Returns
  * the number of lines, or -(the number of lines) when there are more than `cap` (nothing past
  * `cap` written: call again with room for them all). */
 int64_t pdx_lines(const uint8_t *b, int64_t n, int64_t cap, int64_t *starts, int64_t *ends, uint8_t *cand,
@@ -913,7 +914,7 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
  * `shape` (or NULL): per line of the block, the hash of its shape (pdx_shapes's; 0 for none).
  * What is looked at in a line here (printable bytes, the header, the literals, which hold no
  * digit: the caller passes NULL otherwise) is the same in every line of one shape, so it is worked
- * out once per shape (a table of WRAP_SLOTS shapes for the call). */
+ * out once per shape (a table of WRAP_SLOTS shapes for the call, a shape told by its 64-bit hash). */
 #define WRAP_SLOTS 1024
 #define WRAP_HEAD_KNOWN 1
 #define WRAP_HEAD 2       /* a header line of a wrapped record (but for its tail) */
