@@ -60,6 +60,18 @@ def _assert_same(path: Path, block: int = 1 << 22, parsers=None) -> ReadStats:
     return stats
 
 
+def _same_and_read(tmp_path: Path, lines: list[str], blocks_: tuple[int, ...]) -> SeriesBuilder:
+    """`lines` written as a log, read the same by both readers in blocks of each size; the
+    builder the block reader filled (in columns, its own blocks)."""
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    for block in blocks_:
+        _assert_same(path, block)
+    b = SeriesBuilder("r", "target")
+    read_into(path, ReadStats(str(path)), b, columns=True)
+    return b
+
+
 @pytest.fixture(params=[(1, "native"), (2, "native"), (1, "numpy"), (2, "numpy")],
                 ids=["1-thread", "2-threads", "1-thread-numpy", "2-threads-numpy"])
 def threads(request, monkeypatch):
@@ -222,12 +234,7 @@ def test_evaluation_records_counted_by_shape(tmp_path: Path, monkeypatch, thread
         lines.append(f"iter {s}: loss {3.0 - s / 1e5:.4f}, time {100 + s % 7:.2f}ms, mfu {15 + s % 3:.2f}%")
         if s % 200 == 0:
             lines.append(f"step {s}: train loss {3.1 - s / 1e5:.4f}, val loss {3.2 - s / 1e5:.4f}")
-    path = tmp_path / "train.log"
-    path.write_text("\n".join(lines) + "\n")
-    for block in (1 << 22, 5000):
-        _assert_same(path, block)
-    b = SeriesBuilder("r", "target")
-    read_into(path, ReadStats(str(path)), b, columns=True)
+    b = _same_and_read(tmp_path, lines, (1 << 22, 5000))
     assert b.evals == 200
     if os.environ["PRECDX_NATIVE"] == "1":  # (shapes are learnt with the kernels only)
         assert any(got == ("nanogpt", 1) for got in seen)
@@ -244,13 +251,7 @@ def test_deepspeed_skip_borrowing(tmp_path: Path, threads: int) -> None:
                      f"skipped={skipped}, lr=[0.0003], mom=[(0.9, 0.95)]")
         if s % 40 == 0:
             lines.append("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768")
-    path = tmp_path / "train.log"
-    path.write_text("\n".join(lines) + "\n")
-    for block in (1 << 22, 2048):
-        _assert_same(path, block)
-    b = SeriesBuilder("r", "target")
-    read_into(path, ReadStats(str(path)), b, columns=True)
-    s = b.build()
+    s = _same_and_read(tmp_path, lines, (1 << 22, 2048)).build()
     assert s.framework == "megatron" and float(s.skipped[~(s.skipped != s.skipped)].sum()) == 4.0
 
 
