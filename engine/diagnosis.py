@@ -680,6 +680,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
         split = {"id": "align_difference", "action": settle.action, "command": settle.command, "why": settle.why,
                  "cost": settle.cost, "cost_label": settle.cost_label,
                  "modes": [found.failure_mode, ALIGNED_MODE]}
+    elif found is not None:
+        split = _align_step(found, fact_list, lang, getattr(_loss(fact_list), "steps_compared", 0) or 0) or split
     prof_out = Profile(symptoms=sorted(profile.symptoms), own=sorted(profile.own), runs=profile.runs, onset=profile.onset,
                        step1_magnitude=profile.step1_magnitude, error_shape=profile.error_shape, text=profile_text)
     return Diagnosis(
@@ -721,6 +723,33 @@ def _config_key(e: Evidence) -> str | None:
         return None
     m = re.search(r"'([^']+)'", e.text or "")
     return m.group(1) if m else None
+
+
+def _align_step(found: Hypothesis, facts: list[Fact], lang: str, n: int) -> dict | None:
+    """The split step of a verdict resting on a checklist finding while the curves agree, when the
+    finding's own steps name no rerun (those of DAT-002 or WIN-003 are reads): the target run again
+    with the settings the finding names set as on the baseline, over the same steps (a
+    target_rerun/ whose configuration differs from the target's in those settings). A dump of a
+    step where nothing diverges would not tell a difference that matters from a harmless one."""
+    keys = list(dict.fromkeys(k for e in found.evidence if (k := _config_key(e))))
+    diffs = {getattr(f, "name", None): f for f in facts if getattr(f, "type", None) == "config_diff"
+             and getattr(f, "role", None) == "target" and getattr(f, "against_role", None) == "baseline"}
+    named = [diffs[k] for k in keys if k in diffs][:3]
+    if not named:
+        return None
+    settings = ", ".join(f"'{d.name}' = {d.baseline}" for d in named)
+    zh = lang == "zh"
+    action = (f"从目标脚本的副本按标杆设置 {settings}，运行到新目录（target_rerun/），同样跑 {n} 个 step，保留原目标运行；"
+              f"然后重新诊断" if zh else
+              f"Run the target again with {settings} as on the baseline, from a copy of its script into a new folder "
+              f"(target_rerun/), for the same {n} steps, keeping the original target run; then diagnose again")
+    why = ("给定的 step 内两条曲线一致，dump 找不到分叉算子；对齐该差异后重跑：曲线变化说明差异有影响，不变则在这些 step 内无害"
+           "（更长的训练或下游评测判定其余）" if zh else
+           "the curves agree over the steps given, so a dump would find no diverging operator; with the difference "
+           "aligned, a curve that moves says it matters, one that does not says it is harmless over these steps (a "
+           "longer run or a downstream evaluation settles the rest)")
+    return {"id": "align_difference", "action": action, "command": None, "why": why, "cost": "rerun",
+            "cost_label": (COST_LABELS_ZH if zh else COST_LABELS)["rerun"], "modes": [found.failure_mode, ALIGNED_MODE]}
 
 
 def _downstream_only(h: Hypothesis, kb: dict, facts: list[Fact]) -> bool:

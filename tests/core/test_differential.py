@@ -386,6 +386,26 @@ def test_unmeasured_noise_does_not_clear_a_relevant_configuration_difference():
     assert _diag(path, short).verdict == "aligned"
 
 
+def test_a_finding_whose_steps_name_no_rerun_is_split_by_a_rerun_with_it_aligned():
+    """The curves agree, the verdict rests on a data setting that differs (DAT-002, whose own steps
+    are reads): what splits 'it matters' from 'harmless' is the target run again with that setting
+    as on the baseline, over the same steps, not a dump of a step where nothing diverges."""
+    data = {**FSDP_DIFF, "name": "data_path", "category": "data", "baseline": "/data/a_text_document",
+            "target": "/data/b_text_document"}
+    short = loss(steps_compared=24, last_step=24, first_step_rel_err=0.0004, mean_rel_err=0.003,
+                 max_rel_err=0.006, mean_signed_rel_err=0.003)
+    d = _diag(data, short)
+    assert d.verdict == "misaligned" and d.verdict_basis.kind == "evidence"
+    assert [h.failure_mode for h in d.hypotheses[:2]] == ["data.input_mismatch", "aligned.within_noise"]
+    assert not any(st.cost == "rerun" for st in d.hypotheses[0].next_steps)  # (the rule names reads only)
+    s = d.split_step
+    assert s.id == "align_difference" and s.cost == "rerun" and s.command is None
+    assert "'data_path' = /data/a_text_document" in s.action and "24 steps" in s.action
+    assert set(s.modes) == {"data.input_mismatch", "aligned.within_noise"}
+    zh = diagnose(_facts(*RUNS, data, short), engine="python", lang="zh").split_step
+    assert zh.id == "align_difference" and "data_path" in zh.action and "target_rerun/" in zh.action
+
+
 def test_an_evaluation_without_a_consistent_gap_is_aligned_provisionally():
     gaps = [{"type": "eval_gap", "pair": "target~baseline", "role": "target", "ref_role": "baseline", "metric": m,
              "baseline": b, "target": t, "abs_gap": t - b, "rel_gap": (t - b) / b, "higher_is_better": True,
