@@ -841,10 +841,9 @@ def _kb_steps(mode: str, kb: dict, lang: str, device: str | None = None) -> list
     commands = [c for c in (getattr(entry, "commands", None) or []) if applies(getattr(c, "device", None), device)]
     for cmd in commands[:3]:
         why = cmd.why.get(lang)
+        cost = getattr(cmd, "cost", None) or ("rerun" if _looks_costly(cmd.command) else "read")
         out.append(NextStep(action=why[:1].upper() + why[1:] if lang != "zh" else why, command=cmd.command,
-                            why="", cost="read" if not _looks_costly(cmd.command) else "rerun",
-                            cost_label=(COST_LABELS_ZH if lang == "zh" else COST_LABELS)[
-                                "read" if not _looks_costly(cmd.command) else "rerun"],
+                            why="", cost=cost, cost_label=(COST_LABELS_ZH if lang == "zh" else COST_LABELS)[cost],
                             rule=f"kb:{mode}"))
     return out
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from precdx.errors import PrecdxError
-from precdx.vocabulary import AREAS, LANGS, Area, Device  # noqa: F401 (declared there)
+from precdx.vocabulary import AREAS, LANGS, Area, Cost, Device  # noqa: F401 (declared there)
 from precdx.vocabulary import BilingualText as Text
 from precdx.yamlsafe import LineDict, LineList, line_of, load_yaml_file
 
@@ -41,6 +41,9 @@ class Command(BaseModel):
     command: str = Field(min_length=1)
     why: Text
     device: list[Device] | None = None  # devices the command applies to (None: all)
+    # what following it costs, when the command alone does not show it (one that writes a rerun
+    # script is the first half of a rerun); None: judged from the command
+    cost: Cost | None = None
 
 
 Likelihood = Literal["typical", "possible"]

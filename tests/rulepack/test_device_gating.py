@@ -178,3 +178,21 @@ def test_kb_steps_of_differential_hypotheses_are_gated(device):
     assert not bad, bad
     stomping = [st.command for st in _kb_steps("memory.stomping_multistream", kb, "en", device)]
     assert any(("CUDA_LAUNCH_BLOCKING" if device == "gpu" else "ASCEND_LAUNCH_BLOCKING") in (c or "") for c in stomping)
+
+
+def test_a_kb_command_that_writes_a_rerun_script_costs_a_rerun():
+    """A kb command that only writes the script of a rerun (mkdir target_rerun && sed ...) reads
+    like a file operation; the step it stands for is a rerun, and is labelled so (kb `cost`)."""
+    from precdx.diagnosis import _kb_steps
+
+    kb = load_kb()
+    steps = {st.command: st for st in _kb_steps("framework.overlap_param_gather", kb, "en", "npu")}
+    script = next(c for c in steps if c.startswith("mkdir -p target_rerun"))
+    assert steps[script].cost == "rerun" and steps[script].cost_label == "rerun a step"
+    checkpoints = next(c for c in steps if c.startswith("msprobe config_check"))
+    assert steps[checkpoints].cost == "read"  # (no cost given: judged from the command)
+    # every kb command writing into target_rerun/ says what following it costs
+    for mode, entry in kb.items():
+        for c in entry.commands or []:
+            if "target_rerun" in c.command and c.command.startswith("mkdir"):
+                assert c.cost == "rerun", (mode, c.command)
