@@ -28,8 +28,10 @@ object per line:
   mid-block with many lines left in the block has those looked up again).
 - Records and events reach the builder in line order (`SeriesBuilder.queue` / `add(at=)`).
 
-Megatron lines are read in columns in files of COLUMNS_FROM bytes or more (pyarrow's first cast
-sets up its kernels, which costs more than a small log line by line). Falls back to the per-line
+Megatron lines are read in columns in every file the block reader reads (PER_LINE_BELOW bytes or
+more): pyarrow's first cast sets up its kernels (some 50 ms), which a log of a megabyte already
+repays (Megatron lines by shape would be learnt anew for every pattern of zeros of their
+timestamps, as their records depend on which numbers are zero). Falls back to the per-line
 reader when a parser may act on any line (a declared format whose regex requires no literal and
 has no `contains`), or when pyarrow is missing.
 """
@@ -74,7 +76,7 @@ def _arrow() -> bool:
 
 BLOCK = 1 << 22            # bytes read at a time (the per-line reader's block: same cuts)
 PER_LINE_BELOW = 1 << 20   # smaller files are read by the per-line reader (no pyarrow to load)
-COLUMNS_FROM = 8 << 20     # files this big or bigger have their Megatron lines read in columns
+COLUMNS_FROM = PER_LINE_BELOW  # files this big or bigger have their Megatron lines read in columns
 RAMP = 1 << 16             # the first block's size while line shapes are learnt
 RELOOK = 64                # lines of a shape learnt mid-block that make looking them up again pay
 FEW = 16                   # dynamic lines of a run applied one at a time below this many
@@ -102,8 +104,8 @@ def read_into(path: Path, stats: ReadStats, builder, parsers: list[LineParser] |
               block: int = BLOCK, columns: bool | None = None) -> None:
     """Feed the records and events of one log file to `builder` (a SeriesBuilder), as
     `for item in iter_log(path, stats, parsers): builder.add(item)` would. `columns`: read
-    Megatron iteration lines in columns (default: for files of COLUMNS_FROM bytes or more; below
-    that the bulk cast's one-time set-up costs more than it saves). Raises OSError if the file
+    Megatron iteration lines in columns (default: for files of COLUMNS_FROM bytes or more, all
+    those the block reader reads; smaller ones go line by line). Raises OSError if the file
     cannot be opened."""
     parsers = parsers if parsers is not None else builtin_parsers()
     small = False
