@@ -360,12 +360,14 @@ class _Reader:
             rows, row_idx = self._megatron(body, a, starts, nl, cand)
         fast = np.zeros(n, dtype=bool)
         fast[row_idx] = True
-        wraps = self.wrap_literals is not None  # (hard-wrapped Megatron records are looked for)
+        # Hard-wrapped Megatron records, among all the other lines: what pdx_wrapped checks of their
+        # lines (no other parser's literal, printable bytes, no second header) is what makes the
+        # per-line reader join them, whatever shape the lines have.
+        if self.wrap_literals is not None:
+            wrapped = self._wrapped(body, a, starts, nl, fast)
+            if wrapped is not None:
+                fast[wrapped[2]] = True
         if self.shapes is None:
-            if wraps:
-                wrapped = self._wrapped(body, a, starts, nl, fast)
-                if wrapped is not None:
-                    fast[wrapped[2]] = True
             others = np.flatnonzero(~fast)
             residual = self._with_triggers(body, starts, nl, others)
             return _Scan(body, starts, nl, rows, row_idx, fast, residual, np.zeros(residual.size, dtype=np.uint64),
@@ -383,34 +385,17 @@ class _Reader:
         quiet = np.zeros(others.size, dtype=bool)  # shapes no parser looks at
         quiet[known] = table.quiet[tid[known]]
         chains = None
-        if wraps or self.olmo is not None:
-            # Multi-line records read in bulk are looked for among the lines whose shape does not
-            # settle them: a line read from its tokens never is one of them (a record holding one
-            # is read per line); a line of a quiet shape (no parser's concern) may only continue a
-            # hard-wrapped record, whose parser swallows it.
-            read = known & reads & ~slow
-            loose = others[~(read | (known & quiet))]
-            drop = []
-            cont = others[~read] if wraps else loose
-            if wraps and cont.size:
-                done = np.ones(n, dtype=bool)
-                done[cont] = False
-                shape = np.zeros(n, dtype=np.uint64)
-                shape[others] = hashes
-                wrapped = self._wrapped(body, a, starts, nl, done, shape)
-                if wrapped is not None:
-                    fast[wrapped[2]] = True
-                    drop.append(wrapped[2])
-                    loose = loose[~fast[loose]]
-            if self.olmo is not None and loose.size:
+        if self.olmo is not None:
+            # OLMo records read in bulk are looked for among the lines whose shape does not settle
+            # them (one read from its tokens, or no parser's concern: never such a line; a record
+            # holding one is read per line).
+            loose = others[~(known & ((reads & ~slow) | quiet))]
+            if loose.size:
                 chains = self.olmo.scan(body, address, starts, nl, loose)
-                if chains is not None:  # (their lines are read with them, or per line)
-                    drop.append(chains.lines)
-            if drop:
-                gone = np.zeros(n, dtype=bool)
-                for d in drop:
-                    gone[d] = True
-                keep = ~gone[others]
+            if chains is not None:  # (their lines are read with them, or per line)
+                keep = np.ones(n, dtype=bool)
+                keep[chains.lines] = False
+                keep = keep[others]
                 others, hashes, tid, tv, slow = others[keep], hashes[keep], tid[keep], tv[keep], slow[keep]
                 known, reads, quiet = known[keep], reads[keep], quiet[keep]
         if reads.all():  # (the usual block of a long run: no copy of its token values)
@@ -1000,16 +985,13 @@ class _Reader:
                     cols["nan_iters"], False, extra)
         return rows, idx
 
-    def _wrapped(self, body: bytes, a: np.ndarray, starts: np.ndarray, nl: np.ndarray, done: np.ndarray,
-                 shape: np.ndarray | None = None):
+    def _wrapped(self, body: bytes, a: np.ndarray, starts: np.ndarray, nl: np.ndarray, done: np.ndarray):
         """Megatron records hard-wrapped over several lines (none of them `done`: a bool per line),
         whose lines no other parser acts on (scan.c: pdx_wrapped): their lines joined as the parser
         joins them, read in columns like any iteration line. (rows (line: each record's last line,
-        where the parser emits it), their first lines, every line of them), or None. `shape`: the
-        hash of each line's shape when known (0: not), which spares the kernel looking at every
-        line of a shape it has seen."""
+        where the parser emits it), their first lines, every line of them), or None."""
         f, last, joined = native.wrapped(self.kern, a.ctypes.data, len(body), starts, nl, done.view(np.uint8),
-                                         _MAX_WRAP, *self.wrap_literals, shape=shape)
+                                         _MAX_WRAP, *self.wrap_literals)
         if f.size == 0:
             return None
         aj = np.frombuffer(joined, dtype=np.uint8)

@@ -73,7 +73,7 @@ class Kernels:
         self.wrapped = lib.pdx_wrapped
         self.wrapped.restype = ctypes.c_int64
         self.wrapped.argtypes = [ctypes.c_void_p, _i64p, _i64p, ctypes.c_int64, _u8p, ctypes.c_int64, *lits, *lits,
-                                 _u64p, _i64p, _i64p, _u8p, _i64p]
+                                 ctypes.c_int64, _i64p, _i64p, _u8p, _i64p]
         self.fold = lib.pdx_fold
         self.fold.restype = None
         self.fold.argtypes = [ctypes.c_int64, ctypes.c_int64, _i64p] + [_f64p] * 8 + [_i64p, _i64p, _f64p, _f64p]
@@ -291,17 +291,11 @@ def olmo(kern: Kernels, address: int, starts, ends, idx, keys: OlmoKeys):
 
 
 def wrapped(kern: Kernels, address: int, size: int, starts, ends, done, maxwrap: int, header: Literals,
-            rest: Literals, shape=None):
+            rest: Literals):
     """(first lines, last lines, joined texts: bytes, a line each) of the hard-wrapped Megatron
-    records among the lines of a block not `done` (see scan.c: pdx_wrapped). `shape`: the hash of
-    each line's shape (pdx_shapes's, 0 for none), or None; what the kernel looks at in a line is
-    then worked out once per shape (not when a literal holds a digit)."""
+    records among the lines of a block not `done` (see scan.c: pdx_wrapped; what it looks at in
+    a line is worked out once per line key unless a literal holds a digit)."""
     import numpy as np
-
-    if shape is not None and (header.digits or rest.digits):
-        shape = None
-    if shape is not None:
-        shape = np.ascontiguousarray(shape, dtype=np.uint64)
 
     n = int(ends.size)
     first = np.empty(n // 2 + 1, dtype=np.int64)
@@ -310,7 +304,7 @@ def wrapped(kern: Kernels, address: int, size: int, starts, ends, done, maxwrap:
     used = ctypes.c_int64(0)
     done = np.ascontiguousarray(done, dtype=np.uint8)
     k = int(kern.wrapped(address, ptr(starts), ptr(ends), n, ptr(done, _u8p), maxwrap, *header.args, *rest.args,
-                         None if shape is None else ptr(shape, _u64p),
+                         int(not (header.digits or rest.digits)),
                          ptr(first), ptr(last), ptr(out, _u8p), ctypes.byref(used)))
     return first[:k], last[:k], out[:used.value].tobytes()
 

@@ -911,17 +911,18 @@ void pdx_olmo(const uint8_t *b, const int64_t *starts, const int64_t *ends, cons
  * of the other parsers that see a line the Megatron parser swallows): per record, its first and
  * last lines (first[k], last[k]) and its joined text, into out (a line each, '\n' after each;
  * room for the block's size). Returns the number of records; *used: the bytes written.
- * `shape` (or NULL): per line of the block, the hash of its shape (pdx_shapes's; 0 for none).
- * What is looked at in a line here (printable bytes, the header, the literals, which hold no
- * digit: the caller passes NULL otherwise) is the same in every line of one shape, so it is worked
- * out once per shape (a table of WRAP_SLOTS shapes for the call, a shape told by its 64-bit hash). */
+ * With `cache` (the literals hold no digit: the caller says so), what is looked at in a line here
+ * (printable bytes, the header, the literals) is worked out once per line key (line_key: the
+ * line's bytes with each digit made '1', the same for every line that differs only in its
+ * digits, and so is all of that): a table of WRAP_SLOTS keys for the call, a key told by its
+ * 64-bit hash. */
 #define WRAP_SLOTS 1024
 #define WRAP_HEAD_KNOWN 1
 #define WRAP_HEAD 2       /* a header line of a wrapped record (but for its tail) */
 #define WRAP_BODY_KNOWN 4
 #define WRAP_BODY 8       /* a line that may follow one */
 
-/* The bits known of shape `h` (a slot of the table: direct-mapped, the last shape wins). */
+/* The bits known of lines of key hash `h` (a slot of the table: direct-mapped, the last key wins). */
 static uint8_t *wrap_slot(uint64_t *key, uint8_t *val, uint64_t h) {
     int64_t slot = (int64_t)(h & (WRAP_SLOTS - 1));
     if (key[slot] != h) {
@@ -959,13 +960,14 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
                     int64_t hnpre, const uint8_t *hshift, const int32_t *hshort, int64_t hnshort,
                     const uint8_t *cblob, const int64_t *coff, const uint32_t *cpre, const int32_t *cpre_lit,
                     int64_t cnpre, const uint8_t *cshift, const int32_t *cshort, int64_t cnshort,
-                    const uint64_t *shape, int64_t *first, int64_t *last, uint8_t *out, int64_t *used) {
+                    int64_t cache, int64_t *first, int64_t *last, uint8_t *out, int64_t *used) {
     Lits hl = {hblob, hoff, hpre, hpre_lit, hnpre, hshift, hshort, hnshort};
     Lits cl = {cblob, coff, cpre, cpre_lit, cnpre, cshift, cshort, cnshort};
     int64_t k = 0, o = 0;
     uint64_t skey[WRAP_SLOTS];
-    uint8_t sval[WRAP_SLOTS];  /* per shape: WRAP_* bits, those worked out so far */
-    if (shape) memset(skey, 0, sizeof skey);
+    uint8_t sval[WRAP_SLOTS];  /* per key: WRAP_* bits, those worked out so far */
+    uint8_t kbuf[CACHE_KEY];
+    if (cache) memset(skey, 0, sizeof skey);
     for (int64_t i = 0; i < n; i++) {
         if (done[i]) continue;
         const uint8_t *s = b + starts[i], *e = b + ends[i];
@@ -985,7 +987,7 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
         for (const uint8_t *p = u; p < e && word; p++)
             word = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == ' ';
         if (!word) continue;
-        uint64_t h = shape ? shape[i] : 0;
+        uint64_t h = cache && e0 - s <= CACHE_KEY ? line_key(s, e0 - s, kbuf) : 0;
         uint8_t *known = h ? wrap_slot(skey, sval, h) : NULL;
         if (known && (*known & WRAP_HEAD_KNOWN)) {
             if (!(*known & WRAP_HEAD)) continue;
@@ -1000,7 +1002,7 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
             const uint8_t *cs = b + starts[j], *ce = b + ends[j];
             if (ce > cs && ce[-1] == '\r') ce--;
             if (done[j]) break;
-            uint64_t hj = shape ? shape[j] : 0;
+            uint64_t hj = cache && ce - cs <= CACHE_KEY ? line_key(cs, ce - cs, kbuf) : 0;
             uint8_t *kj = hj ? wrap_slot(skey, sval, hj) : NULL;
             if (kj && (*kj & WRAP_BODY_KNOWN)) {
                 if (!(*kj & WRAP_BODY)) break;
