@@ -737,8 +737,10 @@ def _align_step(found: Hypothesis, facts: list[Fact], lang: str, n: int) -> dict
     named = [diffs[k] for k in keys if k in diffs][:3]
     if not named:
         return None
-    settings = ", ".join(f"'{d.name}' = {d.baseline}" for d in named)
     zh = lang == "zh"
+    unset = "不设置" if zh else "unset"  # (a setting only the target sets is aligned by leaving it out)
+    settings = ", ".join(f"'{d.name}' {unset}" if getattr(d, "presence", "") == "target_only"
+                         else f"'{d.name}' = {d.baseline}" for d in named)
     action = (f"从目标脚本的副本按标杆设置 {settings}，运行到新目录（target_rerun/），同样跑 {n} 个 step，保留原目标运行；"
               f"然后重新诊断" if zh else
               f"Run the target again with {settings} as on the baseline, from a copy of its script into a new folder "

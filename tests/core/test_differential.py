@@ -404,6 +404,9 @@ def test_a_finding_whose_steps_name_no_rerun_is_split_by_a_rerun_with_it_aligned
     assert set(s.modes) == {"data.input_mismatch", "aligned.within_noise"}
     zh = diagnose(_facts(*RUNS, data, short), engine="python", lang="zh").split_step
     assert zh.id == "align_difference" and "data_path" in zh.action and "target_rerun/" in zh.action
+    # a setting only the target sets: aligning it is leaving it unset
+    only = {**data, "baseline": "<unset>", "presence": "target_only"}
+    assert "'data_path' unset as on the baseline" in _diag(only, short).split_step.action
 
 
 def test_an_evaluation_without_a_consistent_gap_is_aligned_provisionally():
