@@ -202,7 +202,8 @@ def _wrap(line: str) -> list[str]:
 def test_hard_wrapped_records_in_bulk(tmp_path: Path, threads: int) -> None:
     """A long run of hard-wrapped records (what is looked at in their lines is worked out once per
     line shape in scan.c), some of whose lines hold what makes them not one: a literal another
-    parser acts on in the first or a later line, a byte that is not printable, another header."""
+    parser acts on in the first or a later line, a byte that is not printable, another header;
+    and CRLF line ends."""
     lines = []
     for s in range(1, 3000):
         rec = _wrap(_meg(s, gn=format(0.5 + (s % 7) * 3.1, ".3f")))
@@ -214,6 +215,8 @@ def test_hard_wrapped_records_in_bulk(tmp_path: Path, threads: int) -> None:
             rec[2] = rec[2].replace("number of nan", "number of\x07nan")
         elif s % 79 == 0:
             rec[1] = rec[1] + " iteration 5/ 10 |"
+        elif s % 7 == 0:  # CRLF line ends, and trailing blanks before them
+            rec = [rec[0] + "\r", rec[1] + "  \r", rec[2] + "\r"]
         lines.extend(rec)
     path = tmp_path / "train.log"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
