@@ -672,16 +672,8 @@ def diagnose(facts: FactSet, *, engine: str = "durable", lang: str = "en", rules
     belief = {h.failure_mode: h.score for h in hypotheses if h.verdict == "misaligned"}
     split = dx.split_step(fact_list, pack, belief, lang=lang, reference_first=prior_why == "alone") \
         if verdict != "aligned" else None
-    # what splits "the difference matters" from "harmless" is a run with the difference aligned
-    # (or the evaluation the finding's own steps name), not a dump of a step where nothing diverges
-    settle = next((st for st in (found.next_steps if found is not None else ())
-                   if st.cost in ("rerun", "long_run")), None)
-    if settle is not None:
-        split = {"id": "align_difference", "action": settle.action, "command": settle.command, "why": settle.why,
-                 "cost": settle.cost, "cost_label": settle.cost_label,
-                 "modes": [found.failure_mode, ALIGNED_MODE]}
-    elif found is not None:
-        split = _align_step(found, fact_list, lang, getattr(_loss(fact_list), "steps_compared", 0) or 0) or split
+    if found is not None:
+        split = _align_step(found, fact_list, lang, n) or split
     prof_out = Profile(symptoms=sorted(profile.symptoms), own=sorted(profile.own), runs=profile.runs, onset=profile.onset,
                        step1_magnitude=profile.step1_magnitude, error_shape=profile.error_shape, text=profile_text)
     return Diagnosis(
@@ -726,11 +718,17 @@ def _config_key(e: Evidence) -> str | None:
 
 
 def _align_step(found: Hypothesis, facts: list[Fact], lang: str, n: int) -> dict | None:
-    """The split step of a verdict resting on a checklist finding while the curves agree, when the
-    finding's own steps name no rerun (those of DAT-002 or WIN-003 are reads): the target run again
-    with the settings the finding names set as on the baseline, over the same steps (a
-    target_rerun/ whose configuration differs from the target's in those settings). A dump of a
-    step where nothing diverges would not tell a difference that matters from a harmless one."""
+    """The split step of a verdict resting on a checklist finding while the curves agree (`n`
+    common steps): what splits "the difference matters" from "harmless" is a run with the
+    difference aligned, not a dump of a step where nothing diverges. The finding's own rerun (or
+    the evaluation its steps name) when it has one; else, as for DAT-002 or WIN-003 whose steps are
+    reads, the target run again with the settings the finding names set as on the baseline, over
+    the same steps (a target_rerun/ whose configuration differs from the target's in those)."""
+    modes = [found.failure_mode, ALIGNED_MODE]
+    own = next((st for st in found.next_steps if st.cost in ("rerun", "long_run")), None)
+    if own is not None:
+        return {"id": "align_difference", "action": own.action, "command": own.command, "why": own.why,
+                "cost": own.cost, "cost_label": own.cost_label, "modes": modes}
     keys = list(dict.fromkeys(k for e in found.evidence if (k := _config_key(e))))
     diffs = {getattr(f, "name", None): f for f in facts if getattr(f, "type", None) == "config_diff"
              and getattr(f, "role", None) == "target" and getattr(f, "against_role", None) == "baseline"}
@@ -751,7 +749,7 @@ def _align_step(found: Hypothesis, facts: list[Fact], lang: str, n: int) -> dict
            "aligned, a curve that moves says it matters, one that does not says it is harmless over these steps (a "
            "longer run or a downstream evaluation settles the rest)")
     return {"id": "align_difference", "action": action, "command": None, "why": why, "cost": "rerun",
-            "cost_label": (COST_LABELS_ZH if zh else COST_LABELS)["rerun"], "modes": [found.failure_mode, ALIGNED_MODE]}
+            "cost_label": (COST_LABELS_ZH if zh else COST_LABELS)["rerun"], "modes": modes}
 
 
 def _downstream_only(h: Hypothesis, kb: dict, facts: list[Fact]) -> bool:

@@ -46,6 +46,9 @@ SECONDARY = {"grad_norm_difference": {"first_step_difference", "long_run_differe
 # symptom classes that say the runs differ (drive the verdict); overflow_hidden also does
 MISALIGNING = ("first_step_difference", "long_run_difference", "nan_overflow", "spikes",
                "downstream_gap", "irreproducible", "grad_norm_difference", "overflow_hidden")
+# the classes a training curve shows (the others: reruns, a downstream evaluation)
+CURVE_SYMPTOMS = frozenset({"nan_overflow", "first_step_difference", "long_run_difference", "spikes",
+                            "grad_norm_difference"})
 SYMPTOM_LABEL = {
     "first_step_difference": ("S1 first-step gap", "S1 首步差异"),
     "long_run_difference": ("S2 long-run gap", "S2 长稳差异"),

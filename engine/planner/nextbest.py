@@ -193,18 +193,13 @@ def _doc_line(ftype: str) -> str:
 
 
 # ---------------------------------------------------------------- candidates
-# the symptom classes a training curve shows (the rest: reruns, a downstream evaluation)
-_CURVE_SYMPTOMS = frozenset({"nan_overflow", "first_step_difference", "long_run_difference", "spikes",
-                             "grad_norm_difference"})
-
-
 def _question_candidates(facts: list[Fact], pack: CompiledPack, answered: set[str], skipped: set[str],
                          simulate, lang: str, symptoms: set[str] = frozenset()) -> list[_Candidate]:
     out = []
     asked = _asked_names(pack)
-    from precdx.differential import OBSERVED_SYMPTOMS, SYMPTOM_QUESTIONS, symptom_unknown
+    from precdx.differential import CURVE_SYMPTOMS, OBSERVED_SYMPTOMS, SYMPTOM_QUESTIONS, symptom_unknown
 
-    if symptoms & _CURVE_SYMPTOMS and "downstream_gap" not in symptoms:
+    if symptoms & CURVE_SYMPTOMS and "downstream_gap" not in symptoms:
         # the curves already differ: what the trained model does downstream (S5, "although training
         # loss is close") is another symptom class, not a question about this one
         asked = {n: r for n, r in asked.items() if OBSERVED_SYMPTOMS.get(n, ("",))[0] != "downstream_gap"}

@@ -76,7 +76,6 @@ def _arrow() -> bool:
 
 BLOCK = 1 << 22            # bytes read at a time (the per-line reader's block: same cuts)
 PER_LINE_BELOW = 1 << 20   # smaller files are read by the per-line reader (no pyarrow to load)
-COLUMNS_FROM = PER_LINE_BELOW  # files this big or bigger have their Megatron lines read in columns
 RAMP = 1 << 16             # the first block's size while line shapes are learnt
 RELOOK = 64                # lines of a shape learnt mid-block that make looking them up again pay
 FEW = 16                   # dynamic lines of a run applied one at a time below this many
@@ -104,14 +103,13 @@ def read_into(path: Path, stats: ReadStats, builder, parsers: list[LineParser] |
               block: int = BLOCK, columns: bool | None = None) -> None:
     """Feed the records and events of one log file to `builder` (a SeriesBuilder), as
     `for item in iter_log(path, stats, parsers): builder.add(item)` would. `columns`: read
-    Megatron iteration lines in columns (default: for files of COLUMNS_FROM bytes or more, all
-    those the block reader reads; smaller ones go line by line). Raises OSError if the file
-    cannot be opened."""
+    Megatron iteration lines in columns (default: in every file the block reader reads; smaller
+    ones go line by line). Raises OSError if the file cannot be opened."""
     parsers = parsers if parsers is not None else builtin_parsers()
     small = False
     if columns is None:
-        size = os.path.getsize(path)
-        columns, small = size >= COLUMNS_FROM, size < PER_LINE_BELOW
+        small = os.path.getsize(path) < PER_LINE_BELOW
+        columns = not small
     plan = None if small else _Plan.of(parsers, columns)
     if plan is None:
         for item in iter_log(path, stats, parsers):

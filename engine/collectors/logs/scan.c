@@ -19,16 +19,15 @@
 
 #define PIPE '|'
 
-/* Whether [s, s+n) holds `iteration` (memchr for its first byte, as next_literal below). */
-static int has_iteration(const uint8_t *s, int64_t n) {
-    const uint8_t *e = s + n;
-    while (e - s >= 9) {
-        const uint8_t *q = memchr(s, 'i', (size_t)(e - s - 8));
-        if (q == NULL) return 0;
-        if (!memcmp(q, "iteration", 9)) return 1;
-        s = q + 1;
+/* Where `lit` (n bytes) first starts in [p, e) (memchr for its first byte); NULL when it does not. */
+static const uint8_t *next_literal(const uint8_t *p, const uint8_t *e, const uint8_t *lit, int64_t n) {
+    while (e - p >= n) {
+        const uint8_t *q = memchr(p, lit[0], (size_t)(e - p - n + 1));
+        if (q == NULL) return NULL;
+        if (!memcmp(q, lit, (size_t)n)) return q;
+        p = q + 1;
     }
-    return 0;
+    return NULL;
 }
 
 /* Line starts and ends (the newline's offset) of the block, for up to `cap` lines; cand[i] = 1
@@ -49,7 +48,7 @@ int64_t pdx_lines(const uint8_t *b, int64_t n, int64_t cap, int64_t *starts, int
             starts[i] = s;
             ends[i] = e;
             cand[i] = e > s && b[e - 1] == PIPE && e - 1 > s && memchr(b + s, PIPE, (size_t)(e - 1 - s)) != NULL
-                      && has_iteration(b + s, e - s);
+                      && next_literal(b + s, b + e, (const uint8_t *)"iteration", 9) != NULL;
         }
         if (e - s > most) most = e - s;
         i++;
@@ -737,17 +736,6 @@ static int printable(const uint8_t *s, const uint8_t *e) {
     for (; p < e; p++)
         if ((*p < 0x20 && *p != '\t') || *p > 0x7e) return 0;
     return 1;
-}
-
-/* Where `lit` (n bytes) first starts in [p, e) (memchr for its first byte); NULL when it does not. */
-static const uint8_t *next_literal(const uint8_t *p, const uint8_t *e, const uint8_t *lit, int64_t n) {
-    while (e - p >= n) {
-        const uint8_t *q = memchr(p, lit[0], (size_t)(e - p - n + 1));
-        if (q == NULL) return NULL;
-        if (!memcmp(q, lit, (size_t)n)) return q;
-        p = q + 1;
-    }
-    return NULL;
 }
 
 /* Whether [s, e) holds one of the literals blob[off[k]:off[k+1]]. Those of four bytes or more

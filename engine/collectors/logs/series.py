@@ -653,7 +653,7 @@ class SeriesBuilder:
             if len(entry) < 3:
                 entry.append(0)
             lines = entry[2]  # lookups so far; then the lines as a list (bisect on a list: many events)
-            if lines.__class__ is int:
+            if isinstance(lines, int):
                 if lines < _LOOKUPS:
                     entry[2] = lines + 1
                     k = int(np.searchsorted(rows.line, line)) - 1
