@@ -233,6 +233,9 @@ class _Reader:
         self.stateful = [p for p in self.disp.parsers if not (p.pure or p.stateless)]  # (its parsers)
         # OLMo records read in bulk (records.py), where shapes are learnt
         self.olmo = None if self.shapes is None else OlmoRecords.of(self.disp, self.kern)
+        # a block's step-less records of dynamic shapes met a few at a time (_batch), put in
+        # columns at its end: shape number -> (shape, lines, tokens, state values read)
+        self.deferred: dict[int, tuple] = {}
         # What no line of a hard-wrapped Megatron record may hold (_wrapped): its header, any other
         # parser's literal; the lines after it (which the Megatron parser swallows), those of the
         # parsers that are not fallback ones.
@@ -625,6 +628,8 @@ class _Reader:
                 columns.setdefault(wrows.framework, []).append(wrows)
         if ntl:
             self._shaped(scan, fed_at, first, columns, items)
+        if self.deferred:
+            self._deferred_rows(first, columns)
         for fw, parts in columns.items():
             rows = parts[0] if len(parts) == 1 else Rows.concat(parts)
             self.stats.frameworks[fw] = self.stats.frameworks.get(fw, 0) + len(rows)
@@ -677,8 +682,7 @@ class _Reader:
         stop = m
         # What each transition sets: per state value j, the lines setting it and the values.
         setters: dict[int, list] = {}
-        for t in np.unique(tt[trans]).tolist():
-            at = trans[tt[trans] == t]
+        for t, at in _by_shape(tt[trans], trans):
             for j, how in table.templates[t].sets:
                 if how[0] == "tok":
                     v, whole = tv[at, how[1]], how[2]
@@ -717,24 +721,55 @@ class _Reader:
             return np.where(k >= 0, v[np.maximum(k, 0)], base)
 
         with_items = dyn[table.has_items[tt[dyn]]]
-        for t in np.unique(tt[with_items]).tolist():
-            q = with_items[tt[with_items] == t]
+        deferred = self.deferred
+        in_rows = 0  # lines whose records go in columns (counted with those)
+        listed: dict[int, tuple[list, list]] = {}  # state value j -> its setters as lists (few lines)
+
+        def value_at(j: int, qi: int) -> float:
+            """`state_at` for one line (a Python search: no arrays for a few lines)."""
+            got = setters.get(j)
+            cur = flat0[j]
+            if got is not None:
+                if j not in listed:
+                    listed[j] = (got[0].tolist(), got[1].tolist())
+                at, v = listed[j]
+                k = bisect.bisect_left(at, qi) - 1
+                if k >= 0:
+                    return v[k]
+            return float(cur) if numeric(cur) else np.nan
+
+        for t, q in _by_shape(tt[with_items], with_items):
             tpl = table.templates[t]
             lines = scan.tl[k0 + q]
             made = _dynamic_rows(tpl, first + lines, tv[q], state_at, q, self.builder) if q.size >= FEW else None
             if made is not None:
                 columns.setdefault(tpl.framework, []).append(made)
+                in_rows += int(q.size)
                 continue
-            reads = sorted({how[1] for _, attrs, extra in tpl.items for how in (*attrs.values(), *extra.values())
-                            if how[0] == "state"})
-            cols = {j: state_at(q, j) for j in reads}
-            for r, i in enumerate(lines.tolist()):
+            reads = tpl.state_reads
+            if reads is None:
+                reads = tpl.state_reads = tuple(sorted({how[1] for _, attrs, extra in tpl.items
+                                                        for how in (*attrs.values(), *extra.values())
+                                                        if how[0] == "state"}))
+            few = q.size < FEW
+            if few and _rows_ok(tpl, self.builder):  # in columns with the block's others of its shape
+                got = deferred.get(t)
+                if got is None:
+                    got = deferred[t] = (tpl, [], [], {j: [] for j in reads})
+                got[1].extend(lines.tolist())
+                got[2].append(tv[q])
+                for j in reads:
+                    got[3][j].extend(value_at(j, qi) for qi in q.tolist())
+                in_rows += int(q.size)
+                continue
+            cols = None if few else {j: state_at(q, j).tolist() for j in reads}
+            for r, (qi, i) in enumerate(zip(q.tolist(), lines.tolist())):
                 flat = list(flat0)
                 for j in reads:
-                    v = cols[j][r]
+                    v = value_at(j, qi) if few else cols[j][r]
                     flat[j] = None if v != v else int(v) if type(flat0[j]) is int or flat0[j] is None else float(v)
                 text = line_text(scan.body[int(scan.starts[i]):int(scan.nl[i])]) if tpl.slices else None
-                for item in make_items(tpl, first + i, tv[q[r]], text, flat):
+                for item in make_items(tpl, first + i, tv[qi], text, flat):
                     items.append((first + i, item))
         if setters:
             last = list(flat0)
@@ -745,8 +780,17 @@ class _Reader:
             restore(self.stateful, unflatten(fp, last))
             self.state = fingerprint(self.disp.parsers)
         done.append(scan.tl[k0 + dyn])
-        self.stats.columnar += int(dyn.size)
+        self.stats.columnar += int(dyn.size) - in_rows
         return k0 + stop
+
+    def _deferred_rows(self, first: int, columns: dict) -> None:
+        """The records `_batch` met a few at a time, in columns by shape (`deferred`, emptied)."""
+        for tpl, lines, tvs, state in self.deferred.values():
+            cols = {j: np.array(v, dtype=np.float64) for j, v in state.items()}
+            made = _dynamic_rows(tpl, first + np.array(lines, dtype=np.int64), np.vstack(tvs),
+                                 lambda q, j: cols[j], np.arange(len(lines)), self.builder)
+            columns.setdefault(tpl.framework, []).append(made)
+        self.deferred.clear()
 
     def _dynamic(self, scan: _Scan, k: int, first: int, items: list, fed: list) -> bool:
         """Line `scan.tl[k]`, of a dynamic shape (it moves the parsers' state or its items read it):
@@ -1188,6 +1232,19 @@ class _Reader:
         return vals, has, counters[:, 0].astype(np.int64), counters[:, 1].astype(np.int64), keep
 
 
+def _by_shape(shapes: np.ndarray, idx: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """`idx` grouped by `shapes` (one per entry): (shape, its entries of `idx` in their order), by
+    shape number (one stable sort, not a pass over `idx` per shape)."""
+    if idx.size == 0:
+        return []
+    order = np.argsort(shapes, kind="stable")
+    ordered = shapes[order]
+    cut = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    bounds = [0, *cut.tolist(), int(idx.size)]
+    picked = idx[order]
+    return [(int(ordered[a]), picked[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 def _keys(table, tt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Of lines of learnt shapes `tt`: the state key and mask each was learnt under, and which
     of them are of dynamic shapes (indices)."""
@@ -1245,17 +1302,31 @@ def _evals_only(tpl) -> tuple[str, int] | None:
     return None if fw is None else (fw, len(tpl.items))
 
 
-def _dynamic_rows(tpl, lines: np.ndarray, tv: np.ndarray, state_at, q: np.ndarray, builder) -> Rows | None:
-    """The records of lines of a dynamic shape in columns, when each is one train record that
-    prints no step (dated by the state, an HF dict after its progress counter) and the builder
-    numbers such records of its framework as they come; else None (made as objects)."""
+_ROW_FIELDS = ("step_hint", "loss", "grad_norm", "lr", "loss_scale", "skipped", "nan_iters")
+
+
+def _rows_ok(tpl, builder) -> bool:
+    """Whether the records of lines of dynamic shape `tpl` go in columns (`_dynamic_rows`): each
+    line one train record that prints no step (dated by the state, an HF dict after its progress
+    counter), of a framework whose such records the builder numbers as they come (once so, so
+    for good), every value a token, the state, or a number / None."""
     if len(tpl.items) != 1:
-        return None
+        return False
     cls, attrs, extra = tpl.items[0]
     if (cls is not Record or attrs["kind"] != ("const", "train") or attrs["step"] != ("const", None)
             or attrs["loss_missing"][0] != "const" or attrs["skipped_cumulative"][0] != "const"
             or not builder.dated(tpl.framework) or any(how[0] == "slice" for how in attrs.values())):
+        return False
+    return all(how[0] in ("tok", "state") or (how[0] == "const" and (how[1] is None or numeric(how[1])))
+               for how in (*(attrs[name] for name in _ROW_FIELDS), *extra.values()))
+
+
+def _dynamic_rows(tpl, lines: np.ndarray, tv: np.ndarray, state_at, q: np.ndarray, builder) -> Rows | None:
+    """The records of lines of a dynamic shape in columns when `_rows_ok`; else None (made as
+    objects). `state_at(q, j)`: state value j before lines q (float, NaN: None)."""
+    if not _rows_ok(tpl, builder):
         return None
+    cls, attrs, extra = tpl.items[0]
     n = lines.size
 
     def col(how) -> np.ndarray | None:
@@ -1267,11 +1338,8 @@ def _dynamic_rows(tpl, lines: np.ndarray, tv: np.ndarray, state_at, q: np.ndarra
             return np.full(n, np.nan)
         return np.full(n, float(how[1])) if numeric(how[1]) else None
 
-    got = {name: col(attrs[name]) for name in ("step_hint", "loss", "grad_norm", "lr", "loss_scale", "skipped",
-                                               "nan_iters")}
+    got = {name: col(attrs[name]) for name in _ROW_FIELDS}
     ex = {k: col(how) for k, how in extra.items()}
-    if any(v is None for v in (*got.values(), *ex.values())):
-        return None
     def printed(name: str) -> np.ndarray:  # (a value read from the state is printed unless it was None)
         how = attrs[name]
         return ~np.isnan(got[name]) if how[0] == "state" else np.full(n, how != ("const", None))

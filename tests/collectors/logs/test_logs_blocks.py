@@ -280,6 +280,36 @@ def test_mixed_formats_and_multiline_records(tmp_path: Path, threads: int) -> No
         _assert_same(path, block)
 
 
+def test_step_less_records_a_few_at_a_time(tmp_path: Path, monkeypatch, threads: int) -> None:
+    """HF dicts dated by their tqdm counters, two or three at a time between lines of other
+    formats (a mixed file): the few of a shape met in each run go in columns at the block's end,
+    with the counter each one follows, and read as the per-line reader reads them."""
+    made: list[int] = []
+    real = blocks._Reader._deferred_rows
+
+    def spy(self, first, columns):
+        made.append(sum(len(d[1]) for d in self.deferred.values()))
+        real(self, first, columns)
+
+    monkeypatch.setattr(blocks._Reader, "_deferred_rows", spy)
+    lines = []
+    for s in range(1, 1500):
+        if s % 3 == 0:
+            lines.append(f"[rank0]:[titan] step: {s}  loss:  8.0277  grad_norm:  1.4604  memory:  1.21GiB")
+            lines.append(f"iter {s}: loss 4.1234, time 120.00ms, mfu 10.00%")
+            continue
+        lines.append(f"  {s // 15}%|          | {s}/1500 [07:54<14:12:16, 41.81s/it]")
+        more = "".join(f", '{w}': {s % 7}.5" for w in ("alpha", "beta", "gamma", "delta", "eps", "zeta")[:s % 7])
+        lines.append(f"{{'loss': {2.0 - s / 10000:.4f}, 'grad_norm': {0.5 + (s % 5) / 10:.2f}, "
+                     f"'learning_rate': {s * 1e-7:.3e}, 'epoch': {s / 1500:.3f}{more}}}")  # (7 shapes)
+    path = tmp_path / "mixed.log"
+    path.write_text("\n".join(lines) + "\n")
+    for block in (1 << 22, 20000):
+        _assert_same(path, block)
+    if os.environ["PRECDX_NATIVE"] == "1":  # (shapes are learnt with the kernels only)
+        assert sum(made) > 200  # (records met a few at a time were put in columns)
+
+
 def test_declared_formats(tmp_path: Path, threads: int) -> None:
     fmt = tmp_path / "formats.yaml"
     fmt.write_text("precdx_log_formats:\n"
