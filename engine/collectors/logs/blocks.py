@@ -234,8 +234,9 @@ class _Reader:
         # OLMo records read in bulk (records.py), where shapes are learnt
         self.olmo = None if self.shapes is None else OlmoRecords.of(self.disp, self.kern)
         # a block's step-less records of dynamic shapes met a few at a time (_batch), put in
-        # columns at its end: shape number -> (shape, lines, tokens, state values read)
-        self.deferred: dict[int, tuple] = {}
+        # columns at its end: per run, (their shapes, lines, tokens, {state value: values read})
+        self.deferred: list[tuple] = []
+        self.deferred_shapes: dict[int, object] = {}  # (their templates by number)
         # What no line of a hard-wrapped Megatron record may hold (_wrapped): its header, any other
         # parser's literal; the lines after it (which the Megatron parser swallows), those of the
         # parsers that are not fallback ones.
@@ -721,8 +722,8 @@ class _Reader:
             return np.where(k >= 0, v[np.maximum(k, 0)], base)
 
         with_items = dyn[table.has_items[tt[dyn]]]
-        deferred = self.deferred
         in_rows = 0  # lines whose records go in columns (counted with those)
+        few_rows: list[tuple] = []  # (shape, its template, lines q): in columns at the block's end
         listed: dict[int, tuple[list, list]] = {}  # state value j -> its setters as lists (few lines)
 
         def value_at(j: int, qi: int) -> float:
@@ -740,12 +741,6 @@ class _Reader:
 
         for t, q in _by_shape(tt[with_items], with_items):
             tpl = table.templates[t]
-            lines = scan.tl[k0 + q]
-            made = _dynamic_rows(tpl, first + lines, tv[q], state_at, q, self.builder) if q.size >= FEW else None
-            if made is not None:
-                columns.setdefault(tpl.framework, []).append(made)
-                in_rows += int(q.size)
-                continue
             reads = tpl.state_reads
             if reads is None:
                 reads = tpl.state_reads = tuple(sorted({how[1] for _, attrs, extra in tpl.items
@@ -753,13 +748,13 @@ class _Reader:
                                                         if how[0] == "state"}))
             few = q.size < FEW
             if few and _rows_ok(tpl, self.builder):  # in columns with the block's others of its shape
-                got = deferred.get(t)
-                if got is None:
-                    got = deferred[t] = (tpl, [], [], {j: [] for j in reads})
-                got[1].extend(lines.tolist())
-                got[2].append(tv[q])
-                for j in reads:
-                    got[3][j].extend(value_at(j, qi) for qi in q.tolist())
+                few_rows.append((t, tpl, q))
+                in_rows += int(q.size)
+                continue
+            lines = scan.tl[k0 + q]
+            made = _dynamic_rows(tpl, first + lines, tv[q], state_at, q, self.builder) if not few else None
+            if made is not None:
+                columns.setdefault(tpl.framework, []).append(made)
                 in_rows += int(q.size)
                 continue
             cols = None if few else {j: state_at(q, j).tolist() for j in reads}
@@ -771,6 +766,13 @@ class _Reader:
                 text = line_text(scan.body[int(scan.starts[i]):int(scan.nl[i])]) if tpl.slices else None
                 for item in make_items(tpl, first + i, tv[qi], text, flat):
                     items.append((first + i, item))
+        if few_rows:  # their lines, tokens and the state values they read, for all of them at once
+            qs = np.concatenate([q for _, _, q in few_rows])
+            for t, tpl, _ in few_rows:
+                self.deferred_shapes[t] = tpl
+            reads = sorted({j for _, tpl, _ in few_rows for j in tpl.state_reads})
+            self.deferred.append((np.repeat([t for t, _, _ in few_rows], [q.size for _, _, q in few_rows]),
+                                  scan.tl[k0 + qs], tv[qs], {j: state_at(qs, j) for j in reads}))
         if setters:
             last = list(flat0)
             for j, (at, v, whole) in setters.items():
@@ -785,12 +787,20 @@ class _Reader:
 
     def _deferred_rows(self, first: int, columns: dict) -> None:
         """The records `_batch` met a few at a time, in columns by shape (`deferred`, emptied)."""
-        for tpl, lines, tvs, state in self.deferred.values():
-            cols = {j: np.array(v, dtype=np.float64) for j, v in state.items()}
-            made = _dynamic_rows(tpl, first + np.array(lines, dtype=np.int64), np.vstack(tvs),
-                                 lambda q, j: cols[j], np.arange(len(lines)), self.builder)
+        parts = self.deferred
+        shape = np.concatenate([p[0] for p in parts])
+        lines = np.concatenate([p[1] for p in parts])
+        width = max(p[2].shape[1] for p in parts)  # (a shape learnt mid-block may widen the tokens)
+        tv = np.vstack([p[2] if p[2].shape[1] == width else
+                        np.hstack([p[2], np.full((p[2].shape[0], width - p[2].shape[1]), np.nan)]) for p in parts])
+        state = {j: np.concatenate([p[3][j] if j in p[3] else np.full(p[0].size, np.nan) for p in parts])
+                 for j in sorted({j for p in parts for j in p[3]})}
+        for t, at in _by_shape(shape, np.arange(shape.size)):
+            tpl = self.deferred_shapes[t]
+            made = _dynamic_rows(tpl, first + lines[at], tv[at], lambda q, j: state[j][at], at, self.builder)
             columns.setdefault(tpl.framework, []).append(made)
         self.deferred.clear()
+        self.deferred_shapes.clear()
 
     def _dynamic(self, scan: _Scan, k: int, first: int, items: list, fed: list) -> bool:
         """Line `scan.tl[k]`, of a dynamic shape (it moves the parsers' state or its items read it):
@@ -1310,12 +1320,20 @@ def _rows_ok(tpl, builder) -> bool:
     line one train record that prints no step (dated by the state, an HF dict after its progress
     counter), of a framework whose such records the builder numbers as they come (once so, so
     for good), every value a token, the state, or a number / None."""
+    form = tpl.row_form
+    if form is None:
+        form = tpl.row_form = _row_form(tpl)
+    return form and builder.dated(tpl.framework)
+
+
+def _row_form(tpl) -> bool:
+    """`_rows_ok` but for the builder: what the shape's record is made of."""
     if len(tpl.items) != 1:
         return False
     cls, attrs, extra = tpl.items[0]
     if (cls is not Record or attrs["kind"] != ("const", "train") or attrs["step"] != ("const", None)
             or attrs["loss_missing"][0] != "const" or attrs["skipped_cumulative"][0] != "const"
-            or not builder.dated(tpl.framework) or any(how[0] == "slice" for how in attrs.values())):
+            or any(how[0] == "slice" for how in attrs.values())):
         return False
     return all(how[0] in ("tok", "state") or (how[0] == "const" and (how[1] is None or numeric(how[1])))
                for how in (*(attrs[name] for name in _ROW_FIELDS), *extra.values()))

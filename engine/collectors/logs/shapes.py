@@ -199,6 +199,7 @@ class Template:
     cumulative: bool = False
     makers: list | None = None           # make_items' view of `items` (built on first use)
     state_reads: tuple | None = None     # the state values its items read, sorted (built on first use)
+    row_form: bool | None = None         # its record can go in columns (blocks._rows_ok; on first use)
     slices: bool = False                 # some field is a slice of the line's text
     # A line that moves the parsers' state (a progress counter) or whose items read it (a record
     # dated by that counter): its lines are applied in order, the state carried from one to the

@@ -288,7 +288,7 @@ def test_step_less_records_a_few_at_a_time(tmp_path: Path, monkeypatch, threads:
     real = blocks._Reader._deferred_rows
 
     def spy(self, first, columns):
-        made.append(sum(len(d[1]) for d in self.deferred.values()))
+        made.append(sum(int(d[0].size) for d in self.deferred))
         real(self, first, columns)
 
     monkeypatch.setattr(blocks._Reader, "_deferred_rows", spy)
