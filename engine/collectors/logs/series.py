@@ -53,8 +53,8 @@ MAX_EVENTS = 10_000  # events kept verbatim per run; counts stay exact beyond th
 # they changed are kept, not a column): compared across runs by lr_compare.
 TRACKED = ("global_batch_size", "consumed_samples", "consumed_tokens", "total_steps", "epoch")
 MAX_PENDING = 10_000  # step-less records held until a progress-bar counter dates them
-# Events looked up in one queue of records in columns with numpy before its lines are made a list
-# for bisect (which costs a pass over them, and pays from about this many lookups on).
+# Events looked up among the queued records with numpy before their lines are made a list for
+# bisect (which costs a pass over them, and pays from about this many lookups on).
 _LOOKUPS = 64
 MAX_STEP = 2 ** 53   # steps are counters; NaN, Inf or anything beyond exact float range is garbage
 _NAN = math.nan
@@ -576,6 +576,11 @@ class SeriesBuilder:
         self._dated: set[str] = set()                # frameworks whose records got a counter
         # Records found in columns by the vectorised reader, not yet added (see `queue`).
         self._queue: dict[str, list] = {}  # framework -> [Rows, index of the first row not added]
+        # The queued records of every framework by line (lines, framework, index in its queue), as
+        # `_step_before` looks them up; worked out again when a queue is replaced.
+        # (lines, then a list once looked up _LOOKUPS times; framework and index per line, None
+        # for one framework; the frameworks; lookups so far)
+        self._merged: list | None = None
         self._at = 0          # line of the item being added (its place in the stream)
         self._last_line = 0   # line of the record that set _last_step
 
@@ -601,6 +606,7 @@ class SeriesBuilder:
         if rows.framework in self._queue:
             self._flush_queue(rows.framework)
         self._queue[rows.framework] = [rows, 0]
+        self._merged = None
 
     def settle(self) -> None:
         """Add every queued record."""
@@ -646,23 +652,38 @@ class SeriesBuilder:
         return np.where(gap, n, step)
 
     def _step_before(self, line: int) -> int | None:
-        """The step of the last record before `line`, queued records included."""
+        """The step of the last record before `line`, queued records included. (A queued record
+        already added lies on or before `_last_line`: the last queued one before `line` is the one
+        to look at, whichever framework's; on one line, the first framework queued.)"""
         best_line, best = self._last_line, self._last_step
-        for fw, entry in self._queue.items():
-            rows, cur = entry[0], entry[1]
-            if len(entry) < 3:
-                entry.append(0)
-            lines = entry[2]  # lookups so far; then the lines as a list (bisect on a list: many events)
-            if isinstance(lines, int):
-                if lines < _LOOKUPS:
-                    entry[2] = lines + 1
-                    k = int(np.searchsorted(rows.line, line)) - 1
-                    if k >= cur and int(rows.line[k]) > best_line:
-                        best_line, best = self._step_at(fw, rows, k, cur)
-                    continue
-                lines = entry[2] = rows.line.tolist()
-            k = bisect.bisect_left(lines, line) - 1
-            if k >= cur and lines[k] > best_line:
+        merged = self._merged
+        if merged is None:
+            fws = list(self._queue)
+            if len(fws) == 1:  # (one framework queued, the usual case: its lines as they are)
+                lines = self._queue[fws[0]][0].line
+                merged = [lines, None, None, fws, 0]
+            else:
+                lines = np.concatenate([self._queue[f][0].line for f in fws])
+                who = np.repeat(np.arange(len(fws)), [len(self._queue[f][0]) for f in fws])
+                order = np.lexsort((-who, lines))
+                ks = np.concatenate([np.arange(len(self._queue[f][0])) for f in fws])
+                merged = [lines[order], who[order], ks[order], fws, 0]
+            self._merged = merged
+        if merged[4] < _LOOKUPS:
+            merged[4] += 1
+            j = int(np.searchsorted(merged[0], line)) - 1
+            at = int(merged[0][j]) if j >= 0 else None
+        else:
+            if merged[4] == _LOOKUPS:
+                merged[4] += 1
+                merged[0] = merged[0].tolist()
+            j = bisect.bisect_left(merged[0], line) - 1
+            at = merged[0][j] if j >= 0 else None
+        if at is not None and at > best_line:
+            fw = merged[3][0 if merged[1] is None else int(merged[1][j])]
+            rows, cur = self._queue[fw][:2]
+            k = j if merged[2] is None else int(merged[2][j])
+            if k >= cur:
                 best_line, best = self._step_at(fw, rows, k, cur)
         return best
 
