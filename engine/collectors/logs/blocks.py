@@ -757,6 +757,12 @@ class _Reader:
                 columns.setdefault(tpl.framework, []).append(made)
                 in_rows += int(q.size)
                 continue
+            if self.builder.counts_only():  # events only counted from now on: those of fixed kinds, by shape
+                kinds = _event_kinds(tpl)
+                if kinds is not None:
+                    for kind in kinds:
+                        self.builder.count_event(kind, int(q.size))
+                    continue
             cols = None if few else {j: state_at(q, j).tolist() for j in reads}
             for r, (qi, i) in enumerate(zip(q.tolist(), lines.tolist())):
                 flat = list(flat0)

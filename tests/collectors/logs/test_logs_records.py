@@ -279,6 +279,38 @@ def test_events_past_the_cap_are_counted_alike(tmp_path: Path, kern, monkeypatch
         _assert_same(path, block)
 
 
+def test_counter_moving_events_past_the_cap_are_counted_alike(tmp_path: Path, kern, monkeypatch) -> None:
+    """Past MAX_EVENTS, events of lines that also move a parser's state (a DeepSpeed overflow after
+    a tqdm counter on one line) are counted by shape where the state is carried in bulk: the same
+    counts, steps and series as per line."""
+    from precdx.collectors.logs import series
+
+    monkeypatch.setattr(series, "MAX_EVENTS", 40)
+    counted: list[int] = []
+    real = series.SeriesBuilder.count_event
+
+    def spy(self, kind, n=1):
+        counted.append(n)
+        real(self, kind, n)
+
+    monkeypatch.setattr(series.SeriesBuilder, "count_event", spy)
+    lines = []
+    for s in range(1, 2500):
+        lines.append(f"  {s // 25}%|\u2588\u258d        | {s}/2500 [00:01<00:10, 1.2s/it][2023-05-01 10:00:00,123] "
+                     f"[INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
+                     f"Attempted loss scale: {2 ** (s % 17 + 1)}, reducing to {2 ** (s % 17)}")
+        if s % 2:
+            lines.append(f"{{'loss': {2.0 - s / 10000:.4f}, 'grad_norm': 0.5, 'learning_rate': 1e-05, "
+                         f"'epoch': {s / 2500:.3f}}}")
+        if s % 5 == 0:
+            lines.append(f"[rank0]:[titan] step: {s}  loss:  8.0277  grad_norm:  1.4604  memory:  1.21GiB")
+    path = tmp_path / "overflow.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for block in (1 << 22, 20000):
+        _assert_same(path, block)
+    assert any(n > 1 for n in counted)  # (counted by shape)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_records_among_shuffled_real_excerpts(tmp_path: Path, kern, monkeypatch, seed: int) -> None:
     """Runs of lines of every real excerpt, OLMo records and wrapped Megatron records, shuffled
