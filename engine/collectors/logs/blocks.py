@@ -38,6 +38,7 @@ has no `contains`), or when pyarrow is missing.
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import threading
 from collections import deque
@@ -50,6 +51,7 @@ import numpy as np
 from precdx.collectors.logs.formats import DIGIT_BLIND, builtin_parsers
 from precdx.collectors.logs.formats.base import LineParser
 from precdx.collectors.logs.formats.megatron import _AFTER_LOSSES, _MAX_WRAP, HEADER, MegatronParser
+from precdx.collectors.logs.formats.minor import NanotronParser
 from precdx.collectors.logs.model import Event, Record, Rows, parse_num
 from precdx.collectors.logs import native
 from precdx.collectors.logs.shapes import (Shapes, fingerprint, leaves, make_items, next_state, numeric,
@@ -78,6 +80,7 @@ BLOCK = 1 << 22            # bytes read at a time (the per-line reader's block: 
 PER_LINE_BELOW = 1 << 20   # smaller files are read by the per-line reader (no pyarrow to load)
 RAMP = 1 << 16             # the first block's size while line shapes are learnt
 RELOOK = 64                # lines of a shape learnt mid-block that make looking them up again pay
+NANO_FIRST = 2             # blocks of a file looked at for nanotron lines in columns before any is seen
 FEW = 16                   # dynamic lines of a run applied one at a time below this many
 MAX_LAYOUTS = 64           # line layouts remembered per file
 MAX_TRIES = 32             # lines a block tries to learn a layout from (the rest go per line)
@@ -155,6 +158,7 @@ class _Scan:
     chains: "Chains | None" = None  # OLMo records that may be read in bulk (records.py)
     # hard-wrapped Megatron records read in columns: (rows, their first lines, all their lines)
     wrapped: tuple | None = None
+    nanotron: tuple | None = None  # nanotron iteration lines read in columns: (rows, their lines)
 
 
 def _escape(literal: bytes) -> str:
@@ -177,6 +181,7 @@ class _Plan:
             alternatives.append(_MEGATRON_LINE)
         self.any_trigger = "|".join(alternatives)
         self.megatron = megatron if columns else None  # read its iteration lines in columns
+        self.columns = columns  # (and nanotron's)
         self.relevant = relevant                      # literals that matter on a Megatron line
         self.relevant_text = [t.decode("utf-8") for t in relevant]
         # learn line shapes (shapes.py): every parser digit-blind, every literal it looks for the
@@ -245,6 +250,18 @@ class _Reader:
             others = [p for p in self.disp.parsers if not isinstance(p, MegatronParser)]
             self.wrap_literals = (native.Literals(trigger_literals(others)),
                                   native.Literals(trigger_literals(others, fallback=False)))
+        # What no nanotron iteration line read in columns may hold (_nanotron): a literal of any
+        # parser that would act on it but Megatron's, which sees every line holding `iteration`
+        # and reads nothing in one holding it once, as such a line does; fallback parsers do not
+        # see a line another parser claims.
+        self.nano_literals = None
+        if plan.columns and self.kern is not None and any(type(p) is NanotronParser for p in self.disp.parsers):
+            others = [p for p in self.disp.parsers if type(p) not in (NanotronParser, MegatronParser)]
+            self.nano_literals = native.Literals(trigger_literals(others, fallback=False))
+        # nanotron records were seen (or its lines read in columns): later blocks look for its lines
+        # in columns, as do the first NANO_FIRST blocks
+        self.nano_on = False
+        self._block_no = itertools.count()
 
     # -- the per-line reader's cuts ------------------------------------------------------------
     def run(self, fh, block: int) -> None:
@@ -369,11 +386,23 @@ class _Reader:
             wrapped = self._wrapped(body, a, starts, nl, fast)
             if wrapped is not None:
                 fast[wrapped[2]] = True
+        nano = None
+        if self.nano_literals is not None and (self.nano_on or next(self._block_no) < NANO_FIRST):
+            idx, step, val, has = native.nanotron(self.kern, a.ctypes.data, starts, nl, fast.view(np.uint8),
+                                                  self.nano_literals)
+            if idx.size:
+                self.nano_on = True
+                fast[idx] = True
+                m = int(idx.size)
+                nan, no = np.full(m, np.nan), np.zeros(m, dtype=bool)
+                vals = np.where(has, val, np.nan)
+                nano = (Rows("nanotron", idx.copy(), step, vals[:, 0], has[:, 0].copy(), no, vals[:, 2],
+                             has[:, 2].copy(), vals[:, 1], nan, nan.copy(), nan.copy()), idx)
         if self.shapes is None:
             others = np.flatnonzero(~fast)
             residual = self._with_triggers(body, starts, nl, others)
             return _Scan(body, starts, nl, rows, row_idx, fast, residual, np.zeros(residual.size, dtype=np.uint64),
-                         wrapped=wrapped)
+                         wrapped=wrapped, nanotron=nano)
         others = np.flatnonzero(~fast)
         # Lines of a learnt shape: read from their tokens (or per line, for a shape that must be);
         # the others are looked at for triggers.
@@ -423,7 +452,7 @@ class _Reader:
                 as_rows = table.as_rows[tt]
                 grouped = (tl, as_rows, _grouped(table, tl, tt, tv, as_rows, None))
         return _Scan(body, starts, nl, rows, row_idx, fast, residual[order], rhash[order], tl, tt, tv, table,
-                     address, unk[silent], unk_hash[silent], grouped, keyed, chains, wrapped)
+                     address, unk[silent], unk_hash[silent], grouped, keyed, chains, wrapped, nano)
 
     def _merge(self, scan: "_Scan | list[str] | tuple") -> None:
         """Feed one scanned block to the parsers (the lines that need them) and the builder."""
@@ -627,6 +656,13 @@ class _Reader:
             if len(wrows):
                 wrows.line = wrows.line + first
                 columns.setdefault(wrows.framework, []).append(wrows)
+        if scan.nanotron is not None:
+            nrows, nidx = scan.nanotron
+            if fed_at is not None:
+                nrows = nrows.part(~fed_at[nidx])
+            if len(nrows):
+                nrows.line = nrows.line + first
+                columns.setdefault("nanotron", []).append(nrows)
         if ntl:
             self._shaped(scan, fed_at, first, columns, items)
         if self.deferred:
@@ -642,6 +678,8 @@ class _Reader:
             count(item)
             add(item, at=at)
         self.builder.settle()
+        if not self.nano_on and "nanotron" in self.stats.frameworks:
+            self.nano_on = True
         if shapes is not None:
             if scan.silent is not None and scan.silent.size:
                 sl, sh = scan.silent, scan.silent_hash

@@ -74,6 +74,10 @@ class Kernels:
         self.wrapped.restype = ctypes.c_int64
         self.wrapped.argtypes = [ctypes.c_void_p, _i64p, _i64p, ctypes.c_int64, _u8p, ctypes.c_int64, *lits, *lits,
                                  ctypes.c_int64, _i64p, _i64p, _u8p, _i64p]
+        self.nanotron = lib.pdx_nanotron
+        self.nanotron.restype = ctypes.c_int64
+        self.nanotron.argtypes = [ctypes.c_void_p, _i64p, _i64p, ctypes.c_int64, _u8p, *lits, ctypes.c_int64, _i64p,
+                                  _f64p, _f64p, _u8p]
         self.fold = lib.pdx_fold
         self.fold.restype = None
         self.fold.argtypes = [ctypes.c_int64, ctypes.c_int64, _i64p] + [_f64p] * 8 + [_i64p, _i64p, _f64p, _f64p]
@@ -307,6 +311,24 @@ def wrapped(kern: Kernels, address: int, size: int, starts, ends, done, maxwrap:
                          int(not (header.digits or rest.digits)),
                          ptr(first), ptr(last), ptr(out, _u8p), ctypes.byref(used)))
     return first[:k], last[:k], out[:used.value].tobytes()
+
+
+def nanotron(kern: Kernels, address: int, starts, ends, done, others: Literals):
+    """(lines, steps, values: lm_loss / lr / grad_norm a row each, printed: the same) of the
+    nanotron iteration lines among the lines of a block not `done` that are read in columns (see
+    scan.c: pdx_nanotron; `others`: the literals of every other parser)."""
+    import numpy as np
+
+    n = int(ends.size)
+    idx = np.empty(n, dtype=np.int64)
+    step = np.empty(n, dtype=np.float64)
+    val = np.empty((n, 3), dtype=np.float64)
+    has = np.empty((n, 3), dtype=np.uint8)
+    done = np.ascontiguousarray(done, dtype=np.uint8)
+    k = int(kern.nanotron(address, ptr(starts), ptr(ends), n, ptr(done, _u8p), *others.args, int(not others.digits),
+                          ptr(idx),
+                          ptr(step, _f64p), ptr(val, _f64p), ptr(has, _u8p)))
+    return idx[:k], step[:k], val[:k], has[:k].view(bool)
 
 
 FOLDED = ("count", "loss_sum", "loss_n", "loss_min", "loss_max", "loss_bad", "nan_w", "skipped_sum", "skipped_n",

@@ -1027,6 +1027,122 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
     return k;
 }
 
+/* ---- nanotron iteration lines (formats/minor.py: NanotronParser), in columns --------------------
+ *
+ * The parser reads a line holding `iteration: (\d+) / (\d+) \|` (its first match): the step, then,
+ * from the segments after it (split at '|', each `key: value` at its first ':'; key and value
+ * stripped; the last of a key wins), lm_loss, lr and grad_norm (parse_num). pdx_nanotron reads such
+ * lines among lines of a block not done (done[i] == 0) that the per-line reader would read the
+ * same way here: printable ASCII and tabs (Python's \d, \s and strip take more), neither
+ * Megatron's header nor its validation line in them (its parser, which sees every line holding
+ * `iteration`, then reads nothing there), none of the literals `ol` (the other parsers': none of
+ * them acts on the line), a step of at most 15 digits and every one
+ * of the three values, where printed, a plain decimal read_token reads as float() does (NaN, Inf,
+ * SI suffixes and the rest go to the parsers: the line is left). With `cache` (no literal holds a
+ * digit), what is looked at in a line beyond its match and values is worked out once per line key
+ * (line_key's hash, as pdx_wrapped keeps them). Per line read: idx[k] = the line,
+ * step[k], val[3k..3k+2] = lm_loss, lr, grad_norm and has[3k..] = 1 where printed. Returns k. */
+/* line_key's hash of [s, s+n), any length, the key not written out. */
+static uint64_t key_hash(const uint8_t *s, int64_t n) {
+    uint64_t h = mix(UINT64_C(0x452821E638D01377), (uint64_t)n), w, full;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        full = (digit_mask(w) >> 7) * 0xFF;
+        h = mix(h, (w & ~full) | (ONES * '1' & full));
+    }
+    if (i < n) {
+        w = 0;
+        memcpy(&w, s + i, (size_t)(n - i));
+        full = (digit_mask(w) >> 7) * 0xFF;
+        h = mix(h, ((w & ~full) | (ONES * '1' & full)) ^ UINT64_C(0xFF00000000000000));
+    }
+    return h ? h : 1;
+}
+
+static int nano_key(const uint8_t *a, const uint8_t *z) {
+    while (a < z && blank(*a)) a++;
+    while (z > a && blank(z[-1])) z--;
+    int64_t m = z - a;
+    if (m == 7 && !memcmp(a, "lm_loss", 7)) return 1;
+    if (m == 2 && !memcmp(a, "lr", 2)) return 2;
+    if (m == 9 && !memcmp(a, "grad_norm", 9)) return 3;
+    return 0;
+}
+
+int64_t pdx_nanotron(const uint8_t *b, const int64_t *starts, const int64_t *ends, int64_t n, const uint8_t *done,
+                     const uint8_t *oblob, const int64_t *ooff, const uint32_t *opre, const int32_t *opre_lit,
+                     int64_t onpre, const uint8_t *oshift, const int32_t *oshort, int64_t onshort,
+                     int64_t cache, int64_t *idx, double *step, double *val, uint8_t *has) {
+    Lits ol = {oblob, ooff, opre, opre_lit, onpre, oshift, oshort, onshort};
+    int64_t k = 0;
+    uint64_t skey[WRAP_SLOTS];
+    uint8_t sval[WRAP_SLOTS];  /* per key: 1 worked out, 2 the line holds what leaves it to the parsers */
+    if (cache) memset(skey, 0, sizeof skey);
+    for (int64_t i = 0; i < n; i++) {
+        if (done[i]) continue;
+        const uint8_t *s = b + starts[i], *e = b + ends[i];
+        if (e > s && e[-1] == '\r') e--;
+        const uint8_t *x = NULL;
+        uint64_t st = 0;
+        int64_t nd = 0;
+        for (const uint8_t *q = s; (q = next_literal(q, e, (const uint8_t *)"iteration: ", 11)) != NULL; q++) {
+            const uint8_t *y = q + 11, *d = y;
+            uint64_t t = 0;
+            while (y < e && DIGIT(*y)) t = t * 10 + (uint64_t)(*y++ - '0');
+            if (y == d || e - y < 3 || y[0] != ' ' || y[1] != '/' || y[2] != ' ') continue;
+            const uint8_t *w = y + 3, *d2 = w;
+            while (w < e && DIGIT(*w)) w++;
+            if (w == d2 || e - w < 2 || w[0] != ' ' || w[1] != PIPE) continue;
+            x = w + 2;  /* the first match ends here */
+            st = t;
+            nd = y - d;
+            break;
+        }
+        if (x == NULL || nd > 15) continue;
+        /* what else is looked at in the line is the same in every line of its key when no
+         * literal holds a digit (the caller says so: `cache`) */
+        uint8_t *known = cache ? wrap_slot(skey, sval, key_hash(s, e - s)) : NULL;
+        if (known && *known) {
+            if (*known & 2) continue;
+        } else {
+            int left = !printable(s, e) || has_literal(s, e, &ol) || meg_header(s, e)
+                       || next_literal(s, e, (const uint8_t *)"validation loss at iteration", 28) != NULL;
+            if (known) *known = (uint8_t)(1 | (left ? 2 : 0));
+            if (left) continue;
+        }
+        double v[3] = {0, 0, 0};
+        uint8_t got[3] = {0, 0, 0};
+        int ok = 1;
+        while (ok) {  /* the segments after the match */
+            const uint8_t *z = memchr(x, PIPE, (size_t)(e - x));
+            if (z == NULL) z = e;
+            const uint8_t *c = memchr(x, ':', (size_t)(z - x));
+            if (c != NULL) {
+                int f = nano_key(x, c);
+                if (f) {
+                    const uint8_t *a = c + 1, *y = z;
+                    while (a < y && blank(*a)) a++;
+                    while (y > a && blank(y[-1])) y--;
+                    if (!read_token(a, y - a, &v[f - 1])) ok = 0;
+                    got[f - 1] = 1;
+                }
+            }
+            if (z == e) break;
+            x = z + 1;
+        }
+        if (!ok) continue;
+        idx[k] = i;
+        step[k] = (double)st;
+        for (int f = 0; f < 3; f++) {
+            val[3 * k + f] = got[f] ? v[f] : 0.0;
+            has[3 * k + f] = got[f];
+        }
+        k++;
+    }
+    return k;
+}
+
 /* ---- Folding points into windows (series.Windows.append) ---------------------------------------
  * Sums are taken in numpy's order so both paths give the same bits: np.add.reduceat over a window
  * a[0..m) is a[0] + pairwise(a[1..m)), numpy's pairwise summation (8 accumulators in blocks of up

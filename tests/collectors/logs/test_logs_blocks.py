@@ -310,6 +310,54 @@ def test_step_less_records_a_few_at_a_time(tmp_path: Path, monkeypatch, threads:
         assert sum(made) > 200  # (records met a few at a time were put in columns)
 
 
+NANO = ("08/31/2024 00:00:{sec:02d} [INFO|DP=0|PP=0|TP=0]: iteration: {s} / 500000 | consumed_tokens: {tok} | "
+        "elapsed_time_per_iteration_ms: {ms} | tokens_per_sec: 43.9K | global_batch_size: 2 | {loss}lr: {lr} | "
+        "grad_norm: {gn} | cuda_memory_allocated: 67.4M | hd_free_memory_tb: 568G")
+
+
+def test_nanotron_lines_in_columns(tmp_path: Path, threads: int) -> None:
+    """nanotron iteration lines (%.3g numbers, SI suffixes on the metrics nobody reads) are read in
+    columns from the first block on, and every line the kernel cannot read exactly as the parser
+    does is left to it: a suffixed, NaN, signed or missing metric, a key printed twice (the last
+    wins), blanks and tabs around a value, a second `iteration`, a Megatron header or an event
+    literal in the line, bytes that are not ASCII, CRLF ends, a step of 16 digits."""
+    odd = {
+        7: lambda t: t.replace("| lr:", "| lm_loss: 1.2K | lr:"),
+        11: lambda t: t.replace("grad_norm: 30.5", "grad_norm: nan"),
+        13: lambda t: t.replace("| lr: ", "| lr: +"),
+        17: lambda t: t.replace("lm_loss: 11.1 | ", ""),
+        19: lambda t: t + " | lm_loss: 9.75",
+        23: lambda t: t.replace("lr: ", "lr:\t  ").replace("grad_norm: 30.5", "grad_norm: 30.5\t "),
+        29: lambda t: t + " | note: iteration 5/ 10 |",
+        31: lambda t: t + " | see: NaN detected",
+        37: lambda t: t.replace("INFO", "INF\u00d6"),
+        41: lambda t: t + "\r",
+        43: lambda t: t.replace("iteration: 43 /", "iteration: 1234567890123456 /"),
+        47: lambda t: t.replace("grad_norm: 30.5", "grad_norm: 3_0.5"),
+        53: lambda t: t + " | validation loss at iteration 53 | lm loss value: 2.0",
+        59: lambda t: t.replace("| consumed", "| iteration: 7 / 9 | consumed"),
+    }
+    lines = ["nanotron starting", "Config: lr=1e-4"]
+    for s in range(1, 2400):
+        loss = f"{11.1 - s / 300:.3g}"
+        text = NANO.format(sec=s % 60, s=s, tok=f"{512 * s / 1000:.3g}K", ms=f"{12 + (s % 7) / 10:.3g}",
+                           loss=f"lm_loss: {loss} | ", lr=f"{1.5e-7 * s:.3g}", gn="30.5" if s % 61 in odd else
+                           f"{30 + (s % 9) / 10:.3g}")
+        if s % 61 in odd:
+            text = NANO.format(sec=s % 60, s=s, tok="1.02K", ms="12", loss="lm_loss: 11.1 | ", lr="3e-07",
+                               gn="30.5")
+            text = odd[s % 61](text)
+        lines.append(text)
+        if s % 97 == 0:
+            lines.append("[rank0] some warning about iteration timing")
+    path = tmp_path / "nanotron.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8", newline="")
+    for block in (1 << 22, 30000, 777):
+        stats = _assert_same(path, block)
+    if os.environ["PRECDX_NATIVE"] == "1":
+        assert stats.columnar > 0.9 * stats.frameworks["nanotron"]  # (read in columns)
+
+
 def test_declared_formats(tmp_path: Path, threads: int) -> None:
     fmt = tmp_path / "formats.yaml"
     fmt.write_text("precdx_log_formats:\n"
