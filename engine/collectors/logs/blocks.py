@@ -80,7 +80,8 @@ BLOCK = 1 << 22            # bytes read at a time (the per-line reader's block: 
 PER_LINE_BELOW = 1 << 20   # smaller files are read by the per-line reader (no pyarrow to load)
 RAMP = 1 << 16             # the first block's size while line shapes are learnt
 RELOOK = 64                # lines of a shape learnt mid-block that make looking them up again pay
-NANO_FIRST = 2             # blocks of a file looked at for nanotron lines in columns before any is seen
+FIRST_BLOCKS = 2           # blocks of a file looked at for nanotron lines in columns and hard-wrapped
+                           # Megatron records before a record of the framework is seen
 FEW = 16                   # dynamic lines of a run applied one at a time below this many
 MAX_LAYOUTS = 64           # line layouts remembered per file
 MAX_TRIES = 32             # lines a block tries to learn a layout from (the rest go per line)
@@ -259,8 +260,9 @@ class _Reader:
             others = [p for p in self.disp.parsers if type(p) not in (NanotronParser, MegatronParser)]
             self.nano_literals = native.Literals(trigger_literals(others, fallback=False))
         # nanotron records were seen (or its lines read in columns): later blocks look for its lines
-        # in columns, as do the first NANO_FIRST blocks
-        self.nano_on = False
+        # in columns; Megatron records were: later blocks look for hard-wrapped ones (as the
+        # first FIRST_BLOCKS blocks do both; else such lines go per line, the same records)
+        self.nano_on = self.meg_on = False
         self._block_no = itertools.count()
 
     # -- the per-line reader's cuts ------------------------------------------------------------
@@ -382,12 +384,13 @@ class _Reader:
         # Hard-wrapped Megatron records, among all the other lines: what pdx_wrapped checks of their
         # lines (no other parser's literal, printable bytes, no second header) is what makes the
         # per-line reader join them, whatever shape the lines have.
-        if self.wrap_literals is not None:
+        block_no = next(self._block_no)
+        if self.wrap_literals is not None and (self.meg_on or block_no < FIRST_BLOCKS):
             wrapped = self._wrapped(body, a, starts, nl, fast)
             if wrapped is not None:
                 fast[wrapped[2]] = True
         nano = None
-        if self.nano_literals is not None and (self.nano_on or next(self._block_no) < NANO_FIRST):
+        if self.nano_literals is not None and (self.nano_on or block_no < FIRST_BLOCKS):
             idx, step, val, has = native.nanotron(self.kern, a.ctypes.data, starts, nl, fast.view(np.uint8),
                                                   self.nano_literals)
             if idx.size:
@@ -680,6 +683,8 @@ class _Reader:
         self.builder.settle()
         if not self.nano_on and "nanotron" in self.stats.frameworks:
             self.nano_on = True
+        if not self.meg_on and "megatron" in self.stats.frameworks:
+            self.meg_on = True
         if shapes is not None:
             if scan.silent is not None and scan.silent.size:
                 sl, sh = scan.silent, scan.silent_hash

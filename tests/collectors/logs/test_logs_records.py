@@ -257,6 +257,15 @@ def test_wrapped_megatron_records_read_as_per_line(tmp_path: Path, kern, monkeyp
         assert stats.columnar > 0.7 * stats.frameworks["megatron"]  # most records were read in columns
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_wrapped_records_after_other_formats(tmp_path: Path, kern, monkeypatch, seed: int) -> None:
+    """Hard-wrapped Megatron records that start several blocks into a file of other lines (they are
+    looked for in bulk in a file's first blocks and once a Megatron record is seen): read as per line."""
+    lines = [f"[2023-04-18 00:00:07,190] [INFO] [logging.py:96:log_dist] [Rank 0] step={s}, skipped=0, "
+             f"lr=[1.5e-06, 1.5e-06], mom=[(0.9, 0.95), (0.9, 0.95)]" for s in range(1, 400)]
+    _read_alike(tmp_path, monkeypatch, seed, lines + _wrapped_log(seed, 300), (4000, 1 << 22))
+
+
 def test_events_past_the_cap_are_counted_alike(tmp_path: Path, kern, monkeypatch) -> None:
     """Once the builder keeps no more events (MAX_EVENTS), lines of shapes that make events are
     counted by shape (no event made): the same counts, kept events and steps as per line; re-run
