@@ -379,6 +379,8 @@ class _Reader:
         wrapped = None
         if self.plan.megatron is not None:
             rows, row_idx = self._megatron(body, a, starts, nl, cand)
+            if row_idx.size:
+                self.meg_on = True  # (a block scanned after this one looks for wrapped records too)
         fast = np.zeros(n, dtype=bool)
         fast[row_idx] = True
         # Hard-wrapped Megatron records, among all the other lines: what pdx_wrapped checks of their
@@ -389,6 +391,7 @@ class _Reader:
             wrapped = self._wrapped(body, a, starts, nl, fast)
             if wrapped is not None:
                 fast[wrapped[2]] = True
+                self.meg_on = True
         nano = None
         if self.nano_literals is not None and (self.nano_on or block_no < FIRST_BLOCKS):
             idx, step, val, has = native.nanotron(self.kern, a.ctypes.data, starts, nl, fast.view(np.uint8),
