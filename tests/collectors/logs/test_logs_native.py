@@ -52,6 +52,7 @@ def test_other_spellings_are_left_to_the_grammar(kern, text: str) -> None:
 
 
 @needs_cc
+@pytest.mark.slow  # (3,000 examples: `make test` runs it, the fast lane does not)
 def test_random_decimals_match_float(kern) -> None:
     hypothesis = pytest.importorskip("hypothesis")
     st = hypothesis.strategies

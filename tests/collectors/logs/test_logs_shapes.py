@@ -706,6 +706,7 @@ def test_long_decimals_are_read_as_float_reads_them(digits, point, exp, neg, x, 
 _TOKEN = __import__("re").compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
+@pytest.mark.slow  # (3,000 examples: `make test` runs it, the fast lane does not)
 @hypothesis.settings(max_examples=3000, deadline=None, derandomize=True,
                      suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
 @hypothesis.given(text=st.lists(st.sampled_from(["0", "00", "1", "5", "9", "12345678", "0000000", "99999999", ".",
