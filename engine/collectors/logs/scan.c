@@ -588,7 +588,8 @@ static int read_tokens(const uint8_t *s, int32_t t, const int64_t *tok_off, cons
 
 #define CACHE_KEY 512    /* longer lines are not cached */
 
-/* The key of [s, s+n) (n <= CACHE_KEY) into buf, and its hash (never 0). */
+/* The key of [s, s+n) into buf (n <= CACHE_KEY; NULL: only its hash, any length), and its hash
+ * (never 0). */
 static uint64_t line_key(const uint8_t *s, int64_t n, uint8_t *buf) {
     uint64_t h = mix(UINT64_C(0x452821E638D01377), (uint64_t)n), w, full;
     int64_t i = 0;
@@ -596,7 +597,7 @@ static uint64_t line_key(const uint8_t *s, int64_t n, uint8_t *buf) {
         memcpy(&w, s + i, 8);
         full = (digit_mask(w) >> 7) * 0xFF;
         w = (w & ~full) | (ONES * '1' & full);
-        memcpy(buf + i, &w, 8);
+        if (buf) memcpy(buf + i, &w, 8);
         h = mix(h, w);
     }
     if (i < n) {
@@ -604,7 +605,7 @@ static uint64_t line_key(const uint8_t *s, int64_t n, uint8_t *buf) {
         memcpy(&w, s + i, (size_t)(n - i));
         full = (digit_mask(w) >> 7) * 0xFF;  /* (the padding's zero bytes are no digits) */
         w = (w & ~full) | (ONES * '1' & full);
-        memcpy(buf + i, &w, (size_t)(n - i));
+        if (buf) memcpy(buf + i, &w, (size_t)(n - i));
         h = mix(h, w ^ UINT64_C(0xFF00000000000000));
     }
     return h ? h : 1;
@@ -954,7 +955,6 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
     int64_t k = 0, o = 0;
     uint64_t skey[WRAP_SLOTS];
     uint8_t sval[WRAP_SLOTS];  /* per key: WRAP_* bits, those worked out so far */
-    uint8_t kbuf[CACHE_KEY];
     if (cache) memset(skey, 0, sizeof skey);
     for (int64_t i = 0; i < n; i++) {
         if (done[i]) continue;
@@ -975,7 +975,7 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
         for (const uint8_t *p = u; p < e && word; p++)
             word = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == ' ';
         if (!word) continue;
-        uint64_t h = cache && e0 - s <= CACHE_KEY ? line_key(s, e0 - s, kbuf) : 0;
+        uint64_t h = cache ? line_key(s, e0 - s, NULL) : 0;
         uint8_t *known = h ? wrap_slot(skey, sval, h) : NULL;
         if (known && (*known & WRAP_HEAD_KNOWN)) {
             if (!(*known & WRAP_HEAD)) continue;
@@ -990,7 +990,7 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
             const uint8_t *cs = b + starts[j], *ce = b + ends[j];
             if (ce > cs && ce[-1] == '\r') ce--;
             if (done[j]) break;
-            uint64_t hj = cache && ce - cs <= CACHE_KEY ? line_key(cs, ce - cs, kbuf) : 0;
+            uint64_t hj = cache ? line_key(cs, ce - cs, NULL) : 0;
             uint8_t *kj = hj ? wrap_slot(skey, sval, hj) : NULL;
             if (kj && (*kj & WRAP_BODY_KNOWN)) {
                 if (!(*kj & WRAP_BODY)) break;
@@ -1042,24 +1042,6 @@ int64_t pdx_wrapped(const uint8_t *b, const int64_t *starts, const int64_t *ends
  * digit), what is looked at in a line beyond its match and values is worked out once per line key
  * (line_key's hash, as pdx_wrapped keeps them). Per line read: idx[k] = the line,
  * step[k], val[3k..3k+2] = lm_loss, lr, grad_norm and has[3k..] = 1 where printed. Returns k. */
-/* line_key's hash of [s, s+n), any length, the key not written out. */
-static uint64_t key_hash(const uint8_t *s, int64_t n) {
-    uint64_t h = mix(UINT64_C(0x452821E638D01377), (uint64_t)n), w, full;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        memcpy(&w, s + i, 8);
-        full = (digit_mask(w) >> 7) * 0xFF;
-        h = mix(h, (w & ~full) | (ONES * '1' & full));
-    }
-    if (i < n) {
-        w = 0;
-        memcpy(&w, s + i, (size_t)(n - i));
-        full = (digit_mask(w) >> 7) * 0xFF;
-        h = mix(h, ((w & ~full) | (ONES * '1' & full)) ^ UINT64_C(0xFF00000000000000));
-    }
-    return h ? h : 1;
-}
-
 static int nano_key(const uint8_t *a, const uint8_t *z) {
     while (a < z && blank(*a)) a++;
     while (z > a && blank(z[-1])) z--;
@@ -1102,7 +1084,7 @@ int64_t pdx_nanotron(const uint8_t *b, const int64_t *starts, const int64_t *end
         if (x == NULL || nd > 15) continue;
         /* what else is looked at in the line is the same in every line of its key when no
          * literal holds a digit (the caller says so: `cache`) */
-        uint8_t *known = cache ? wrap_slot(skey, sval, key_hash(s, e - s)) : NULL;
+        uint8_t *known = cache ? wrap_slot(skey, sval, line_key(s, e - s, NULL)) : NULL;
         if (known && *known) {
             if (*known & 2) continue;
         } else {
