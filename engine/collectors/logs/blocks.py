@@ -38,8 +38,10 @@ has no `contains`), or when pyarrow is missing.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import os
+import re
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -1598,20 +1600,39 @@ def _safe(head: bytes, wild: list[str], keys: list[str], relevant: list[bytes]) 
     """No literal another parser needs can occur in a line of this layout outside its values:
     not in the head (fixed bytes, digits, counter windows), not in or across a key, not inside a
     finite value the bulk cast takes (with its padding); none holds a pipe, so none spans one."""
-    digits = set(b"0123456789")
-    for t in relevant:
-        if b"|" in t or set(t) <= _VALUE_CHARS:
-            return False
-        for off in range(len(head) - len(t) + 1):
-            for j, c in enumerate(t):
-                w = wild[off + j]
-                if w == "d" and c in digits or w == "s" and (c in digits or c == 32) or not w and head[off + j] == c:
-                    continue
-                break
-            else:
-                return False
-        for key in keys:
-            kb = key.encode("ascii")
-            if t in kb or any(kb.endswith(t[:j]) for j in range(1, len(t))):
-                return False
+    if any(b"|" in t or set(t) <= _VALUE_CHARS for t in relevant):
+        return False
+    # the head with its wildcards as marker bytes (a digit: 1, a space or a digit: 2), each
+    # literal as a pattern whose digits and spaces also match those
+    marked = bytes(1 if w == "d" else 2 if w == "s" else c for c, w in zip(head, wild))
+    if any(_head_pattern(t).search(marked) for t in relevant):
+        return False
+    prefixes, longest = _prefixes(tuple(relevant))
+    for key in keys:
+        kb = key.encode("ascii")
+        if any(t in kb for t in relevant) or any(kb[-j:] in prefixes for j in range(1, min(longest, len(kb)) + 1)):
+            return False  # (a literal in the key, or one that starts in it and runs on past its end)
     return True
+
+
+@functools.lru_cache(maxsize=1024)
+def _head_pattern(t: bytes) -> "re.Pattern[bytes]":
+    """Where literal `t` can be in a head `_safe` marks: its digits also on a marker byte 1 or 2,
+    its spaces on 2. (A head byte 1 or 2 of its own counts as a marker: a layout refused, never
+    one let through.)"""
+    out = []
+    for c in t:
+        if 48 <= c <= 57:
+            out.append(b"[" + bytes([c]) + b"\x01\x02]")
+        elif c == 32:
+            out.append(b"[ \x02]")
+        else:
+            out.append(re.escape(bytes([c])))
+    return re.compile(b"".join(out))
+
+
+@functools.lru_cache(maxsize=64)
+def _prefixes(relevant: tuple[bytes, ...]) -> tuple[frozenset[bytes], int]:
+    """The proper prefixes of the literals, and the longest one's length."""
+    pre = frozenset(t[:j] for t in relevant for j in range(1, len(t)))
+    return pre, max((len(x) for x in pre), default=0)
