@@ -396,6 +396,45 @@ def test_over_long_lines_and_cut_tail(tmp_path: Path, threads: int) -> None:
     assert stats.cut_lines == 2 and stats.truncated_last_line
 
 
+def _safe_by_bytes(head: bytes, wild: list[str], keys: list[str], relevant: list[bytes]) -> bool:
+    """blocks._safe worked out byte by byte (the reference)."""
+    for t in relevant:
+        if b"|" in t or set(t) <= blocks._VALUE_CHARS:
+            return False
+        for off in range(len(head) - len(t) + 1):
+            if all(wild[off + j] == "d" and 48 <= c <= 57 or wild[off + j] == "s" and (48 <= c <= 57 or c == 32)
+                   or not wild[off + j] and head[off + j] == c for j, c in enumerate(t)):
+                return False
+        for key in keys:
+            kb = key.encode("ascii")
+            if t in kb or any(kb.endswith(t[:j]) for j in range(1, len(t))):
+                return False
+    return True
+
+
+def test_layout_safety_is_the_byte_by_byte_answer() -> None:
+    """Whether a literal another parser needs can show up in a Megatron layout's head (digits and
+    counter windows as wildcards) or in or across its keys: the compiled patterns give the
+    byte-by-byte answer, on random heads, keys and literal sets (the parsers' own among them)."""
+    import random
+
+    relevant = blocks._Plan.of(builtin_parsers()).relevant
+    rnd = random.Random(0)
+    alpha = b"ab iteration0123456789:[]=.-/ {}'stepSkipverflow"
+    seen = set()
+    for _ in range(4000):
+        head = bytes(rnd.choice(alpha) for _ in range(rnd.randint(0, 40)))
+        wild = [rnd.choice(["", "", "d", "s"]) if 48 <= c <= 57 or c == 32 else "" for c in head]
+        keys = [" " + "".join(chr(rnd.choice(alpha)) for _ in range(rnd.randint(1, 12))) + ":"
+                for _ in range(rnd.randint(0, 4))]
+        lits = rnd.sample(relevant, rnd.randint(0, 6)) + [bytes(rnd.choice(alpha) for _ in range(rnd.randint(1, 4)))
+                                                           for _ in range(rnd.randint(0, 3))]
+        want = _safe_by_bytes(head, wild, keys, lits)
+        assert blocks._safe(head, wild, keys, lits) == want, (head, wild, keys, lits)
+        seen.add(want)
+    assert seen == {True, False}
+
+
 def test_short_lines_shaped_like_a_layout(tmp_path: Path, threads: int) -> None:
     """Lines with as many pipes as a learnt layout but too short for its keys, at the very end of
     a block: not read in columns, and no crash."""
