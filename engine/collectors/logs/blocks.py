@@ -254,9 +254,9 @@ class _Reader:
             self.wrap_literals = (native.Literals(trigger_literals(others)),
                                   native.Literals(trigger_literals(others, fallback=False)))
         # What no nanotron iteration line read in columns may hold (_nanotron): a literal of any
-        # parser that would act on it but Megatron's, which sees every line holding `iteration`
-        # and reads nothing in one holding it once, as such a line does; fallback parsers do not
-        # see a line another parser claims.
+        # parser that would act on it but Megatron's (which sees every line holding `iteration`,
+        # and reads nothing in one without its header or validation line: scan.c checks those);
+        # fallback parsers do not see a line another parser claims.
         self.nano_literals = None
         if plan.columns and self.kern is not None and any(type(p) is NanotronParser for p in self.disp.parsers):
             others = [p for p in self.disp.parsers if type(p) not in (NanotronParser, MegatronParser)]
@@ -396,16 +396,10 @@ class _Reader:
                 self.meg_on = True
         nano = None
         if self.nano_literals is not None and (self.nano_on or block_no < FIRST_BLOCKS):
-            idx, step, val, has = native.nanotron(self.kern, a.ctypes.data, starts, nl, fast.view(np.uint8),
-                                                  self.nano_literals)
-            if idx.size:
+            nano = self._nanotron(a, starts, nl, fast)
+            if nano is not None:
+                fast[nano[1]] = True
                 self.nano_on = True
-                fast[idx] = True
-                m = int(idx.size)
-                nan, no = np.full(m, np.nan), np.zeros(m, dtype=bool)
-                vals = np.where(has, val, np.nan)
-                nano = (Rows("nanotron", idx.copy(), step, vals[:, 0], has[:, 0].copy(), no, vals[:, 2],
-                             has[:, 2].copy(), vals[:, 1], nan, nan.copy(), nan.copy()), idx)
         if self.shapes is None:
             others = np.flatnonzero(~fast)
             residual = self._with_triggers(body, starts, nl, others)
@@ -650,27 +644,18 @@ class _Reader:
             fed_at[fed] = True
             for d in done:
                 fed_at[d] = True
-        rows = scan.rows
-        if rows is not None and len(rows):
+        # Records read in columns on the scan thread (Megatron's, hard-wrapped ones by their first
+        # lines, nanotron's), but those of lines that went per line (a record whose first line
+        # did went per line whole).
+        read = [(scan.rows, scan.row_idx)] + [x[:2] for x in (scan.wrapped, scan.nanotron) if x is not None]
+        for rows, at in read:
+            if rows is None or not len(rows):
+                continue
             if fed_at is not None:
-                rows = rows.part(~fed_at[scan.row_idx])
+                rows = rows.part(~fed_at[at])
             if len(rows):
                 rows.line = rows.line + first
                 columns.setdefault(rows.framework, []).append(rows)
-        if scan.wrapped is not None:
-            wrows = scan.wrapped[0]
-            if fed_at is not None:  # (a record whose first line went per line went per line whole)
-                wrows = wrows.part(~fed_at[scan.wrapped[1]])
-            if len(wrows):
-                wrows.line = wrows.line + first
-                columns.setdefault(wrows.framework, []).append(wrows)
-        if scan.nanotron is not None:
-            nrows, nidx = scan.nanotron
-            if fed_at is not None:
-                nrows = nrows.part(~fed_at[nidx])
-            if len(nrows):
-                nrows.line = nrows.line + first
-                columns.setdefault("nanotron", []).append(nrows)
         if ntl:
             self._shaped(scan, fed_at, first, columns, items)
         if self.deferred:
@@ -772,20 +757,6 @@ class _Reader:
         with_items = dyn[table.has_items[tt[dyn]]]
         in_rows = 0  # lines whose records go in columns (counted with those)
         few_rows: list[tuple] = []  # (shape, its template, lines q): in columns at the block's end
-        listed: dict[int, tuple[list, list]] = {}  # state value j -> its setters as lists (few lines)
-
-        def value_at(j: int, qi: int) -> float:
-            """`state_at` for one line (a Python search: no arrays for a few lines)."""
-            got = setters.get(j)
-            cur = flat0[j]
-            if got is not None:
-                if j not in listed:
-                    listed[j] = (got[0].tolist(), got[1].tolist())
-                at, v = listed[j]
-                k = bisect.bisect_left(at, qi) - 1
-                if k >= 0:
-                    return v[k]
-            return float(cur) if numeric(cur) else np.nan
 
         for t, q in _by_shape(tt[with_items], with_items):
             tpl = table.templates[t]
@@ -811,11 +782,11 @@ class _Reader:
                     for kind in kinds:
                         self.builder.count_event(kind, int(q.size))
                     continue
-            cols = None if few else {j: state_at(q, j).tolist() for j in reads}
+            cols = {j: state_at(q, j).tolist() for j in reads}
             for r, (qi, i) in enumerate(zip(q.tolist(), lines.tolist())):
                 flat = list(flat0)
                 for j in reads:
-                    v = value_at(j, qi) if few else cols[j][r]
+                    v = cols[j][r]
                     flat[j] = None if v != v else int(v) if type(flat0[j]) is int or flat0[j] is None else float(v)
                 text = line_text(scan.body[int(scan.starts[i]):int(scan.nl[i])]) if tpl.slices else None
                 for item in make_items(tpl, first + i, tv[qi], text, flat):
@@ -1109,6 +1080,19 @@ class _Reader:
         n = last[idx] - f[idx] + 1
         lines = np.repeat(f[idx] - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
         return rows, f[idx], lines
+
+    def _nanotron(self, a: np.ndarray, starts: np.ndarray, nl: np.ndarray, done: np.ndarray):
+        """nanotron iteration lines among the lines of a block not `done` (a bool per line) that
+        scan.c reads as the parser does (pdx_nanotron): (rows, their lines), or None."""
+        idx, step, val, has = native.nanotron(self.kern, a.ctypes.data, starts, nl, done.view(np.uint8),
+                                              self.nano_literals)
+        if idx.size == 0:
+            return None
+        nan = np.full(idx.size, np.nan)
+        vals = np.where(has, val, np.nan)
+        rows = Rows("nanotron", idx.copy(), step, vals[:, 0], has[:, 0].copy(), np.zeros(idx.size, dtype=bool),
+                    vals[:, 2], has[:, 2].copy(), vals[:, 1], nan, nan.copy(), nan.copy())
+        return rows, idx
 
     def _match(self, lay: "_Layout", ctx: tuple, remaining: np.ndarray):
         """The rows among `remaining` laid out as `lay`, read; and the rest of `remaining`."""

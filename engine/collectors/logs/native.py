@@ -326,8 +326,7 @@ def nanotron(kern: Kernels, address: int, starts, ends, done, others: Literals):
     has = np.empty((n, 3), dtype=np.uint8)
     done = np.ascontiguousarray(done, dtype=np.uint8)
     k = int(kern.nanotron(address, ptr(starts), ptr(ends), n, ptr(done, _u8p), *others.args, int(not others.digits),
-                          ptr(idx),
-                          ptr(step, _f64p), ptr(val, _f64p), ptr(has, _u8p)))
+                          ptr(idx), ptr(step, _f64p), ptr(val, _f64p), ptr(has, _u8p)))
     return idx[:k], step[:k], val[:k], has[:k].view(bool)
 
 

@@ -576,10 +576,10 @@ class SeriesBuilder:
         self._dated: set[str] = set()                # frameworks whose records got a counter
         # Records found in columns by the vectorised reader, not yet added (see `queue`).
         self._queue: dict[str, list] = {}  # framework -> [Rows, index of the first row not added]
-        # The queued records of every framework by line (lines, framework, index in its queue), as
-        # `_step_before` looks them up; worked out again when a queue is replaced.
-        # (lines, then a list once looked up _LOOKUPS times; framework and index per line, None
-        # for one framework; the frameworks; lookups so far)
+        # The queued records of every framework by line, as `_step_before` looks them up (worked
+        # out again when a queue is replaced): [lines (a list once looked up _LOOKUPS times),
+        # framework and index in its queue per line (None for one framework), the frameworks,
+        # lookups so far].
         self._merged: list | None = None
         self._at = 0          # line of the item being added (its place in the stream)
         self._last_line = 0   # line of the record that set _last_step
